@@ -1,0 +1,41 @@
+"""One small hierarchy of errors the grader raises on purpose.
+
+The CLI maps each to a one-line message and an exit code; anything else that
+escapes is a bug in the grader, never the student's fault.
+"""
+
+
+class GraderError(Exception):
+    """Base class: the grader could not do what was asked."""
+
+    exit_code = 2
+
+
+class CourseNotFound(GraderError):
+    """No course root (a folder holding assignments/) could be located."""
+
+
+class UnknownAssignment(GraderError):
+    """The assignment id is not under assignments/."""
+
+
+class ManifestError(GraderError):
+    """assignment.toml is missing, malformed or inconsistent."""
+
+
+class SubmissionError(GraderError):
+    """The workspace, zip or notebook could not be read as a submission."""
+
+
+class GradebookError(GraderError):
+    """The gradebook could not be read or written."""
+
+
+class ReleaseLeak(GraderError):
+    """A student bundle would contain instructor-only material."""
+
+    exit_code = 3
+
+
+class SandboxUnavailable(GraderError):
+    """No worker process could be started at all."""

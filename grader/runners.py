@@ -1,0 +1,107 @@
+"""Two ways to call a student's function, with one result type.
+
+`SandboxRunner` (grading) sends the call to the sandbox worker.
+`InProcessRunner` (plain `pytest` in a workspace, and authoring) imports the
+modules here. Both return a `CallResult`, so tests behave the same in both.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import itertools
+import sys
+import traceback
+from pathlib import Path
+
+from grader.sandbox.client import CallResult, Sandbox
+from grader.sandbox.facts import observe
+
+_counter = itertools.count()
+
+
+class SandboxRunner:
+    isolation = "sandbox"
+
+    def __init__(self, sandbox: Sandbox):
+        self.sandbox = sandbox
+
+    @property
+    def isolation_level(self) -> str:
+        return self.sandbox.isolation.level
+
+    def call(self, name: str, args: tuple, kwargs: dict, *, forbidden: tuple[str, ...] = (),
+             track_tensors: bool = False, device: str = "cpu", fresh: bool = False,
+             timeout_s: float | None = None) -> CallResult:
+        if fresh:
+            self.sandbox.kill()
+        return self.sandbox.call(name, args, kwargs, forbidden=forbidden,
+                                 track_tensors=track_tensors, device=device, timeout_s=timeout_s)
+
+    def time(self, name: str, input_sets: list, options: dict) -> CallResult:
+        return self.sandbox.time(name, input_sets, options)
+
+
+class InProcessRunner:
+    """Imports the workspace's modules into this process (no isolation)."""
+
+    isolation_level = "none (in-process)"
+
+    def __init__(self, workspace: Path, files: tuple[str, ...]):
+        self.workspace = Path(workspace)
+        self.namespaces: dict[str, dict] = {}
+        self.import_errors: dict[str, dict] = {}
+        tag = next(_counter)
+        for filename in files:
+            path = self.workspace / filename
+            stem = Path(filename).stem
+            if not path.is_file():
+                self.import_errors[stem] = {"type": "FileNotFoundError",
+                                            "message": f"{filename} not found in {self.workspace}",
+                                            "frames": []}
+                continue
+            module_name = f"_grade_workspace_{tag}_{stem}"
+            spec = importlib.util.spec_from_file_location(module_name, path)
+            module = importlib.util.module_from_spec(spec)
+            sys.modules[module_name] = module
+            try:
+                spec.loader.exec_module(module)
+            except Exception as exc:
+                self.import_errors[stem] = {"type": type(exc).__name__, "message": str(exc),
+                                            "frames": traceback.format_exception(exc)[-3:]}
+                continue
+            self.namespaces[stem] = vars(module)
+
+    def lookup(self, name: str):
+        for namespace in self.namespaces.values():
+            if callable(namespace.get(name)):
+                return namespace[name]
+        return None
+
+    def call(self, name: str, args: tuple, kwargs: dict, *, forbidden: tuple[str, ...] = (),
+             track_tensors: bool = False, device: str = "cpu", fresh: bool = False,
+             timeout_s: float | None = None) -> CallResult:
+        function = self.lookup(name)
+        if function is None:
+            if self.import_errors:
+                return CallResult(status="import_failed",
+                                  error=next(iter(self.import_errors.values())),
+                                  detail=", ".join(self.import_errors))
+            return CallResult(status="missing", detail=name)
+        try:
+            with observe(forbidden, track_tensors, device) as facts:
+                value = function(*args, **kwargs)
+        except Exception as exc:
+            frames = [line.strip() for line in traceback.format_tb(exc.__traceback__)[-3:]]
+            return CallResult(status="raised", facts=facts,
+                              error={"type": type(exc).__name__, "message": str(exc),
+                                     "frames": frames,
+                                     "not_implemented": isinstance(exc, NotImplementedError)})
+        return CallResult(status="ok", value=value, facts=facts)
+
+    def time(self, name: str, input_sets: list, options: dict) -> CallResult:
+        from grader.sandbox.timer import time_function
+
+        function = self.lookup(name)
+        if function is None:
+            return CallResult(status="missing", detail=name)
+        return CallResult(status="ok", value=time_function(function, input_sets, **options))

@@ -1,0 +1,174 @@
+"""The sandbox worker: imports the student's modules and serves calls.
+
+Started by `client.Sandbox` as `python -I -c "...worker.main(rfd, wfd)"` in a
+temporary folder holding only the student's files. It answers requests on a
+private pipe; stdout and stderr belong to the student and are captured by the
+parent into a capped file.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import signal
+import sys
+import traceback
+from pathlib import Path
+
+import torch
+
+from grader.sandbox import protocol
+from grader.sandbox.facts import CallFacts, install_triton_counter, observe
+
+MAX_TRACEBACK_FRAMES = 8
+
+
+def _student_frames(tb, workdir: str) -> list[str]:
+    """Format only frames from the student's own files (never grader internals)."""
+    lines = []
+    for frame in traceback.extract_tb(tb):
+        if frame.filename.startswith(workdir):
+            name = os.path.relpath(frame.filename, workdir)
+            lines.append(f"{name}, line {frame.lineno}, in {frame.name}: {frame.line or ''}".strip())
+    return lines[-MAX_TRACEBACK_FRAMES:]
+
+
+def _summary(exc: BaseException, workdir: str) -> dict:
+    if isinstance(exc, SystemExit):
+        message = f"called sys.exit({exc.code!r})"
+    else:
+        message = str(exc)
+    if isinstance(exc, OSError) and exc.errno == 27:
+        message = "the output limit was reached: the code printed or wrote too much"
+    return {
+        "type": type(exc).__name__,
+        "message": message[:2000],
+        "frames": _student_frames(exc.__traceback__, workdir),
+        "not_implemented": isinstance(exc, NotImplementedError),
+    }
+
+
+def _plain(value, path: str = "value"):
+    """Check a return value only holds types a weights_only load accepts."""
+    if value is None or isinstance(value, (bool, int, str)):
+        return value
+    if isinstance(value, float):
+        return value
+    if type(value) is torch.Tensor:
+        return value.detach()
+    if isinstance(value, torch.Tensor):  # a subclass could carry code: send a plain copy
+        return torch.Tensor._make_subclass(torch.Tensor, value.detach(), False).clone()
+    if type(value) in (tuple, list):
+        return type(value)(_plain(v, f"{path}[{i}]") for i, v in enumerate(value))
+    if type(value) is dict and all(isinstance(k, str) for k in value):
+        return {k: _plain(v, f"{path}[{k!r}]") for k, v in value.items()}
+    if isinstance(value, torch.dtype | torch.device | torch.Size):
+        return value
+    raise TypeError(f"{path} is a {type(value).__module__}.{type(value).__qualname__}")
+
+
+class Worker:
+    def __init__(self, workdir: str, modules: list[str]):
+        self.workdir = workdir
+        self.namespaces: dict[str, dict] = {}
+        self.import_errors: dict[str, dict] = {}
+        self.modules = modules
+
+    def import_modules(self) -> dict:
+        sys.path.insert(0, self.workdir)
+        for filename in self.modules:
+            stem = Path(filename).stem
+            path = os.path.join(self.workdir, filename)
+            if not os.path.isfile(path):
+                self.import_errors[stem] = {"type": "FileNotFoundError",
+                                            "message": f"{filename} was not submitted",
+                                            "frames": [], "not_implemented": False}
+                continue
+            try:
+                spec = importlib.util.spec_from_file_location(stem, path)
+                module = importlib.util.module_from_spec(spec)
+                sys.modules[stem] = module
+                spec.loader.exec_module(module)
+                self.namespaces[stem] = vars(module)
+            except BaseException as exc:  # SyntaxError, SystemExit, anything at import time
+                summary = _summary(exc, self.workdir)
+                if isinstance(exc, SyntaxError):
+                    summary["message"] = f"{exc.msg} ({filename}, line {exc.lineno})"
+                self.import_errors[stem] = summary
+        functions = sorted(
+            name for ns in self.namespaces.values() for name, v in ns.items() if callable(v)
+        )
+        return {"import_errors": self.import_errors, "functions": functions}
+
+    def lookup(self, name: str):
+        for namespace in self.namespaces.values():
+            if name in namespace and callable(namespace[name]):
+                return namespace[name]
+        return None
+
+    def handle(self, request: dict) -> dict:
+        op = request.get("op")
+        if op == "ping":
+            return {"ok": True, "value": "pong"}
+        if op == "call":
+            return self.call(request)
+        if op == "time":
+            return self.time(request)
+        return {"ok": False, "error": {"type": "ProtocolError", "message": f"unknown op {op!r}",
+                                       "frames": [], "not_implemented": False}}
+
+    def call(self, request: dict) -> dict:
+        name = request["name"]
+        function = self.lookup(name)
+        if function is None:
+            return {"ok": False, "missing": True, "import_errors": self.import_errors}
+        facts = CallFacts()
+        try:
+            with observe(tuple(request.get("forbidden", ())), request.get("track_tensors", False),
+                         request.get("device", "cpu")) as facts:
+                value = function(*request.get("args", ()), **request.get("kwargs", {}))
+        except BaseException as exc:
+            return {"ok": False, "error": _summary(exc, self.workdir), "facts": facts.to_message()}
+        try:
+            value = _plain(value)
+        except TypeError as exc:
+            return {"ok": False, "unsupported": str(exc), "facts": facts.to_message()}
+        return {"ok": True, "value": value, "facts": facts.to_message()}
+
+    def time(self, request: dict) -> dict:
+        from grader.sandbox.timer import time_function
+
+        function = self.lookup(request["name"])
+        if function is None:
+            return {"ok": False, "missing": True, "import_errors": self.import_errors}
+        try:
+            samples = time_function(function, request["input_sets"], **request.get("options", {}))
+        except BaseException as exc:
+            return {"ok": False, "error": _summary(exc, self.workdir)}
+        return {"ok": True, "value": samples}
+
+
+def main(request_fd: int, reply_fd: int, modules: list[str]) -> None:
+    """Serve requests until the pipe closes. Never returns normally."""
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # an over-long write fails instead of killing us
+    workdir = os.getcwd()
+    torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
+    install_triton_counter()
+    worker = Worker(workdir, modules)
+    hello = worker.import_modules()
+    protocol.write_message(reply_fd, {"ok": True, "hello": hello})
+    # The protocol is the only way out: close everything a student could use to talk to us.
+    while True:
+        try:
+            request = protocol.read_message(request_fd)
+        except protocol.ChannelClosed:
+            os._exit(0)
+        reply = worker.handle(request)
+        try:
+            protocol.write_message(reply_fd, reply)
+        except Exception as exc:  # e.g. a value torch.save cannot write
+            protocol.write_message(reply_fd, {"ok": False, "unsupported": f"{exc}"[:500]})
+        sys.stdout.flush()
+        sys.stderr.flush()
+
+
