@@ -35,6 +35,10 @@ class Course:
         return self.state_dir / "gradebook.sqlite"
 
     @property
+    def reports_dir(self) -> Path:
+        return self.state_dir / "reports"
+
+    @property
     def templates_dir(self) -> Path:
         local = self.root / "templates"
         return local if local.is_dir() else Path(__file__).resolve().parent.parent / "templates"

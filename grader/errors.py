@@ -19,6 +19,10 @@ class UnknownAssignment(GraderError):
     """The assignment id is not under assignments/."""
 
 
+class UnknownTask(GraderError):
+    """The task id is not in the assignment's manifest."""
+
+
 class ManifestError(GraderError):
     """assignment.toml is missing, malformed or inconsistent."""
 

@@ -149,7 +149,8 @@ class Check:
         if result.status == "raised" and error.get("not_implemented"):
             raise StudentProblem("not_implemented",
                                  f"{name} is not implemented yet (it raises NotImplementedError). "
-                                 f"Write it following its docstring ({section}).")
+                                 f"Write it following its docstring"
+                                 + (f" ({section})." if section else "."))
         if result.status == "raised":
             raise StudentProblem("raised", f"{name} raised {error.get('type')}: "
                                            f"{error.get('message')}{where}")

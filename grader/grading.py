@@ -1,0 +1,159 @@
+"""One submission, end to end: manifest → submission → static checks →
+sandboxed suite → quiz → score. Returns a GradeResult; writes nothing.
+
+Storage (gradebook) and rendering (results.json, HTML) are the caller's
+next steps, so `grade check` can run the same pipeline without recording.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+import torch
+
+from grader import __version__
+from grader.course import Course
+from grader.errors import UnknownTask
+from grader.manifest import Manifest, load_manifest
+from grader.outcomes import FAILED, StaticFinding, TestOutcome
+from grader.pytest_plugin import load_reference
+from grader.quiz import ANSWERS_FILE, grade_quiz, load_key, load_questions
+from grader.runners import SandboxRunner
+from grader.sandbox.client import Sandbox
+from grader.scoring import Score, score
+from grader.static_checks import check_sources
+from grader.submission import Submission, load_submission
+from grader.suite import run_suite
+from grader.testing import GradingContext
+from grader.timing import environment
+
+MODES = ("check", "submit")
+
+
+@dataclass(frozen=True)
+class GradeResult:
+    """Everything known about one grading run (serialisable)."""
+
+    assignment_id: str
+    assignment_title: str
+    student: str
+    mode: str
+    score: Score
+    outcomes: tuple[TestOutcome, ...]
+    findings: tuple[StaticFinding, ...]
+    submission_sha256: str
+    submission_form: str
+    submitted_at: str | None
+    graded_at: str
+    seed: int
+    isolation: str
+    isolation_level: str
+    duration_s: float
+    versions: dict = field(default_factory=dict)
+    notes: tuple[str, ...] = ()
+    student_output: str = ""
+
+    def to_dict(self) -> dict:
+        data = asdict(self)
+        data["score"] = self.score.to_dict()
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict) -> GradeResult:
+        return cls(**{**data, "score": Score.from_dict(data["score"]),
+                      "outcomes": tuple(TestOutcome.from_dict(o) for o in data["outcomes"]),
+                      "findings": tuple(StaticFinding(**f) for f in data["findings"]),
+                      "notes": tuple(data.get("notes", ()))})
+
+
+def _static_outcomes(manifest: Manifest, submission: Submission) -> tuple[list[StaticFinding], list[str]]:
+    sources = {name: submission.text(name) or "" for name in manifest.files if name in submission.files}
+    findings, problems = check_sources(manifest, sources)
+    notes = [f"{p.filename}: syntax error: {p.message}" for p in problems]
+    return findings, notes
+
+
+def _quiz_outcomes(course: Course, manifest: Manifest, submission: Submission) -> list[TestOutcome]:
+    quiz_tasks = [t for t in manifest.tasks if t.kind == "quiz"]
+    if not quiz_tasks:
+        return []
+    questions_path = course.assignment_dir(manifest.id) / "quiz.toml"
+    key_path = course.reference_for(manifest.id) / "quiz_key.toml"
+    if not questions_path.is_file() or not key_path.is_file():
+        return [TestOutcome(name="quiz", task=quiz_tasks[0].id, status="pending", kind="not_run",
+                            message="the quiz key is not available here", visibility="visible")]
+    return grade_quiz(load_questions(questions_path), load_key(key_path),
+                      submission.text(ANSWERS_FILE), quiz_tasks[0].id)
+
+
+def open_submission(course: Course, assignment_id: str, workspace: str | Path | None = None, *,
+                    student: str | None = None,
+                    submitted_at: datetime | None = None) -> Submission:
+    """The submission at `workspace` (default: the assignment's own folder, i.e. the stubs)."""
+    manifest = load_manifest(course.assignment_dir(assignment_id) / "assignment.toml")
+    workspace = Path(workspace) if workspace else course.assignment_dir(assignment_id)
+    return load_submission(workspace, manifest.files, student=student, submitted_at=submitted_at)
+
+
+def grade(course: Course, assignment_id: str, submission: Submission, *,
+          mode: str = "submit", only_task: str | None = None, seed: int | None = None,
+          use_gpu: bool | None = None) -> GradeResult:
+    """Grade one submission. Raises GraderError only when grading is impossible."""
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {MODES}")
+    started = time.perf_counter()
+    manifest = load_manifest(course.assignment_dir(assignment_id) / "assignment.toml")
+    if only_task is not None and not manifest.has_task(only_task):
+        raise UnknownTask(f"{assignment_id} has no task {only_task!r} "
+                          f"(tasks: {', '.join(t.id for t in manifest.tasks)})")
+    seed = seed if seed is not None else random.SystemRandom().randrange(1, 2**31)
+    use_gpu = torch.cuda.is_available() if use_gpu is None else use_gpu
+    limits = manifest.limits
+    sandbox = Sandbox(submission.files, list(manifest.files), call_timeout_s=limits.call_timeout_s,
+                      budget_s=limits.submission_budget_s, memory_mb=limits.memory_mb,
+                      cpu_time_s=limits.cpu_time_s, file_size_mb=limits.file_size_mb,
+                      output_cap_kb=limits.output_cap_kb, use_gpu=use_gpu)
+    try:
+        sandbox.start()  # the worker imports torch while we run the static checks
+        findings, notes = _static_outcomes(manifest, submission)
+        if mode == "submit":
+            reference, mutants = load_reference(course.root, assignment_id, manifest.files)
+            tests_dir = course.reference_for(assignment_id) / "tests"
+            visibility = "hidden"
+        else:
+            reference, mutants = {}, []
+            tests_dir = course.assignment_dir(assignment_id) / "tests"
+            visibility = "visible"
+        context = GradingContext(runner=SandboxRunner(sandbox), manifest=manifest,
+                                 reference=reference, mutants=mutants, seed=seed,
+                                 device="cuda" if use_gpu else "cpu", hidden=mode == "submit")
+        outcomes, errors = run_suite(tests_dir, context, visibility=visibility, only_task=only_task)
+        notes += [f"test collection problem: {e}" for e in errors]
+        if mode == "submit" and only_task in (None, "quiz"):
+            outcomes += _quiz_outcomes(course, manifest, submission)
+        student_output = "".join(sandbox.output_log)[-16000:]
+        isolation = sandbox.isolation
+    finally:
+        sandbox.close()
+    if only_task is not None:
+        findings = [f for f in findings if f.task == only_task]
+    result_score = score(manifest, outcomes, findings, submission.submitted_at)
+    return GradeResult(
+        assignment_id=manifest.id, assignment_title=manifest.title, student=submission.student,
+        mode=mode, score=result_score, outcomes=tuple(outcomes), findings=tuple(findings),
+        submission_sha256=submission.sha256, submission_form=submission.form,
+        submitted_at=submission.submitted_at.isoformat() if submission.submitted_at else None,
+        graded_at=datetime.now(UTC).isoformat(timespec="seconds"), seed=seed,
+        isolation=isolation.description, isolation_level=isolation.level,
+        duration_s=round(time.perf_counter() - started, 3),
+        versions={"grader": __version__, **environment()},
+        notes=tuple(list(submission.notes) + notes), student_output=student_output,
+    )
+
+
+def failed_outcomes(result: GradeResult) -> list[TestOutcome]:
+    return [o for o in result.outcomes if o.status == FAILED]
