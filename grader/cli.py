@@ -146,5 +146,140 @@ def submit(course: Course, assignment: str, workspace: str | None, student: str 
         click.echo(f"recorded in {course.gradebook_path(gradebook_path)}")
 
 
+# ------------------------------------------------------------------ running a class
+def _existing_gradebook(course: Course, gradebook_path: str | None):
+    from grader.errors import GradebookError
+    from grader.gradebook import Gradebook
+
+    path = course.gradebook_path(gradebook_path)
+    if not path.is_file():
+        raise GradebookError(f"no gradebook at {path} (grade some submissions first, or pass --gradebook)")
+    return Gradebook(path)
+
+
+@main.command()
+@click.argument("assignment")
+@click.argument("submissions_dir", type=click.Path(exists=True, file_okay=False))
+@click.option("--jobs", "-j", type=click.IntRange(min=1), default=None,
+              help="Submissions graded at once (default: the number of CPUs, at most 8).")
+@click.option("--force", is_flag=True, help="Regrade everything, even files already graded.")
+@click.option("--no-reports", is_flag=True, help="Do not write each student's HTML report.")
+@gradebook_option
+@pass_course
+@library_errors
+def batch(course: Course, assignment: str, submissions_dir: str, jobs: int | None, force: bool,
+          no_reports: bool, gradebook_path: str | None) -> None:
+    """Grade a class: each entry of SUBMISSIONS_DIR (folder, .zip, .ipynb) is one student.
+
+    Resumable: files already graded are skipped. Optional SUBMISSIONS_DIR/timestamps.csv
+    (student,submitted_at) dates the submissions for the late policy."""
+    from grader.batch import DEFAULT_JOBS, RichProgress, print_summary, run_batch
+    from grader.gradebook import Gradebook
+
+    with Gradebook(course.gradebook_path(gradebook_path)) as book, RichProgress() as progress:
+        summary = run_batch(course, assignment, submissions_dir, book, jobs=jobs or DEFAULT_JOBS,
+                            force=force, write_reports=not no_reports, progress=progress)
+    print_summary(summary)
+
+
+@main.group()
+def roster() -> None:
+    """The class list in the gradebook."""
+
+
+@roster.command("import")
+@click.argument("csv_path", type=click.Path(exists=True, dir_okay=False))
+@gradebook_option
+@pass_course
+@library_errors
+def roster_import(course: Course, csv_path: str, gradebook_path: str | None) -> None:
+    """Add or update students from a CSV with columns id,name,email."""
+    from grader.gradebook import Gradebook
+    from grader.roster import read_roster
+
+    rows = read_roster(csv_path)
+    with Gradebook(course.gradebook_path(gradebook_path)) as book:
+        count = book.import_roster(rows)
+    click.echo(f"{count} student(s) imported into {course.gradebook_path(gradebook_path)}")
+
+
+@main.command()
+@click.argument("assignment")
+@click.option("--out", type=click.Path(dir_okay=False), default=None,
+              help="HTML file (default: <course>/.grade/reports/ASSIGNMENT-class.html).")
+@gradebook_option
+@pass_course
+@library_errors
+def report(course: Course, assignment: str, out: str | None, gradebook_path: str | None) -> None:
+    """The instructor's class report (HTML, staff only) from the gradebook."""
+    from grader.class_report import write_class_report
+
+    with _existing_gradebook(course, gradebook_path) as book:
+        path = write_class_report(course, assignment, book, out)
+    click.echo(f"class report: {path}")
+
+
+@main.command()
+@click.argument("assignment")
+@click.option("--format", "fmt", type=click.Choice(["csv", "gradescope"]), required=True,
+              help="csv: one row per student; gradescope: OUT/STUDENT/results.json.")
+@click.option("--out", type=click.Path(), default=None,
+              help="CSV file (default: stdout) or folder (default: <course>/.grade/exports/ASSIGNMENT-gradescope).")
+@gradebook_option
+@pass_course
+@library_errors
+def export(course: Course, assignment: str, fmt: str, out: str | None, gradebook_path: str | None) -> None:
+    """Grades for a spreadsheet or LMS, or per-student Gradescope results.json files."""
+    from grader.exports import export_csv, export_gradescope
+
+    with _existing_gradebook(course, gradebook_path) as book:
+        if fmt == "csv":
+            text = export_csv(course, assignment, book)
+            if out is None:
+                click.echo(text, nl=False)
+                return
+            Path(out).parent.mkdir(parents=True, exist_ok=True)
+            Path(out).write_text(text, encoding="utf-8")
+            click.echo(f"csv: {out}", err=True)
+            return
+        folder = Path(out) if out else course.state_dir / "exports" / f"{assignment}-gradescope"
+        written = export_gradescope(course, assignment, book, folder)
+    click.echo(f"{len(written)} results.json file(s) under {folder}")
+
+
+@main.group()
+def autograder() -> None:
+    """Autograder bundles for hosted graders."""
+
+
+@autograder.command("gradescope")
+@click.argument("assignment")
+@click.option("--out", type=click.Path(dir_okay=False), default=None,
+              help="Zip to write (default: <course>/.grade/autograder/ASSIGNMENT.zip).")
+@pass_course
+@library_errors
+def autograder_gradescope(course: Course, assignment: str, out: str | None) -> None:
+    """A Gradescope autograder zip: setup.sh, run_autograder, the grader and this assignment."""
+    from grader.autograder import build_autograder
+
+    click.echo(f"autograder: {build_autograder(course, assignment, out)}")
+
+
+@main.command()
+@click.argument("assignment")
+@click.option("--out", type=click.Path(file_okay=False), default=None,
+              help="Folder for ASSIGNMENT.zip and ASSIGNMENT.ipynb (default: <course>/.grade/release).")
+@pass_course
+@library_errors
+def release(course: Course, assignment: str, out: str | None) -> None:
+    """The student bundle from assignments/ASSIGNMENT alone; exit 3 if anything instructor-only would ship."""
+    from grader.release import release as build_release
+
+    bundle = build_release(course, assignment, out)
+    click.echo(f"{len(bundle.files)} file(s) checked: nothing from reference/ or kernels/")
+    click.echo(f"zip: {bundle.zip_path}")
+    click.echo(f"notebook: {bundle.notebook_path}")
+
+
 if __name__ == "__main__":  # pragma: no cover
     main()

@@ -35,6 +35,10 @@ class GradebookError(GraderError):
     """The gradebook could not be read or written."""
 
 
+class ClassDataError(GraderError):
+    """A roster or timestamps CSV (class-level input) could not be read."""
+
+
 class ReleaseLeak(GraderError):
     """A student bundle would contain instructor-only material."""
 

@@ -14,16 +14,19 @@ import traceback
 from pathlib import Path
 
 from grader.sandbox.client import CallResult, Sandbox
-from grader.sandbox.facts import observe
+from grader.sandbox.facts import changed_inputs, observe, snapshot_inputs
 
 _counter = itertools.count()
 
 
 class SandboxRunner:
-    isolation = "sandbox"
+    """Calls go to the sandbox. A function that hung or crashed once is not run again:
+    its later tests fail at once with the first failure's explanation, so one endless
+    loop costs one timeout, not one per test."""
 
     def __init__(self, sandbox: Sandbox):
         self.sandbox = sandbox
+        self.fatal: dict[str, CallResult] = {}
 
     @property
     def isolation_level(self) -> str:
@@ -32,10 +35,17 @@ class SandboxRunner:
     def call(self, name: str, args: tuple, kwargs: dict, *, forbidden: tuple[str, ...] = (),
              track_tensors: bool = False, device: str = "cpu", fresh: bool = False,
              timeout_s: float | None = None) -> CallResult:
+        if name in self.fatal:
+            first = self.fatal[name]
+            return CallResult(status=first.status, detail=f"{first.detail} (in an earlier test; "
+                                                          f"not run again)")
         if fresh:
             self.sandbox.kill()
-        return self.sandbox.call(name, args, kwargs, forbidden=forbidden,
-                                 track_tensors=track_tensors, device=device, timeout_s=timeout_s)
+        result = self.sandbox.call(name, args, kwargs, forbidden=forbidden,
+                                   track_tensors=track_tensors, device=device, timeout_s=timeout_s)
+        if result.status in ("timeout", "crashed"):
+            self.fatal[name] = result
+        return result
 
     def time(self, name: str, input_sets: list, options: dict) -> CallResult:
         return self.sandbox.time(name, input_sets, options)
@@ -87,6 +97,7 @@ class InProcessRunner:
                                   error=next(iter(self.import_errors.values())),
                                   detail=", ".join(self.import_errors))
             return CallResult(status="missing", detail=name)
+        before = snapshot_inputs(args, kwargs)
         try:
             with observe(forbidden, track_tensors, device) as facts:
                 value = function(*args, **kwargs)
@@ -96,6 +107,7 @@ class InProcessRunner:
                               error={"type": type(exc).__name__, "message": str(exc),
                                      "frames": frames,
                                      "not_implemented": isinstance(exc, NotImplementedError)})
+        facts.mutated_inputs = changed_inputs(before, args, kwargs)
         return CallResult(status="ok", value=value, facts=facts)
 
     def time(self, name: str, input_sets: list, options: dict) -> CallResult:

@@ -47,6 +47,7 @@ class CallFacts:
     ops_seen: int = 0
     peak_memory_bytes: int = 0
     memory_kind: str = "rss"
+    mutated_inputs: list[str] = field(default_factory=list)
 
     def to_message(self) -> dict:
         return asdict(self)
@@ -75,6 +76,20 @@ class _Recorder(TorchFunctionMode):
                     self.facts.largest_tensor_numel, tensor.numel()
                 )
         return out
+
+
+def snapshot_inputs(args: tuple, kwargs: dict) -> dict[str, torch.Tensor]:
+    """Copies of the tensor arguments, to tell afterwards whether the call changed them."""
+    named = {f"argument {i + 1}": a for i, a in enumerate(args)}
+    named.update({f"argument {k!r}": v for k, v in kwargs.items()})
+    return {k: v.detach().clone() for k, v in named.items() if isinstance(v, torch.Tensor)}
+
+
+def changed_inputs(before: dict[str, torch.Tensor], args: tuple, kwargs: dict) -> list[str]:
+    named = {f"argument {i + 1}": a for i, a in enumerate(args)}
+    named.update({f"argument {k!r}": v for k, v in kwargs.items()})
+    return [k for k, old in before.items()
+            if not torch.equal(old, named[k]) and not (old.isnan().any() and named[k].isnan().any())]
 
 
 _launches = [0]

@@ -18,7 +18,7 @@ from pathlib import Path
 import torch
 
 from grader.sandbox import protocol
-from grader.sandbox.facts import CallFacts, install_triton_counter, observe
+from grader.sandbox.facts import CallFacts, changed_inputs, install_triton_counter, observe, snapshot_inputs
 
 MAX_TRACEBACK_FRAMES = 8
 
@@ -123,12 +123,15 @@ class Worker:
         if function is None:
             return {"ok": False, "missing": True, "import_errors": self.import_errors}
         facts = CallFacts()
+        args, kwargs = tuple(request.get("args", ())), request.get("kwargs", {})
+        before = snapshot_inputs(args, kwargs)
         try:
             with observe(tuple(request.get("forbidden", ())), request.get("track_tensors", False),
                          request.get("device", "cpu")) as facts:
-                value = function(*request.get("args", ()), **request.get("kwargs", {}))
+                value = function(*args, **kwargs)
         except BaseException as exc:
             return {"ok": False, "error": _summary(exc, self.workdir), "facts": facts.to_message()}
+        facts.mutated_inputs = changed_inputs(before, args, kwargs)
         try:
             value = _plain(value)
         except TypeError as exc:
@@ -168,7 +171,10 @@ def main(request_fd: int, reply_fd: int, modules: list[str]) -> None:
             protocol.write_message(reply_fd, reply)
         except Exception as exc:  # e.g. a value torch.save cannot write
             protocol.write_message(reply_fd, {"ok": False, "unsupported": f"{exc}"[:500]})
-        sys.stdout.flush()
-        sys.stderr.flush()
+        for stream in ("stdout", "stderr"):
+            try:
+                getattr(sys, stream).flush()
+            except OSError:  # the output cap was reached: drop further output, keep serving
+                setattr(sys, stream, open(os.devnull, "w"))
 
 

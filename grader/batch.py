@@ -1,0 +1,411 @@
+"""Grade a class: one folder of submissions, graded in parallel, resumable.
+
+Every entry of the submissions folder is one student: a folder, a `.zip` or
+an `.ipynb`, named by the student's id (the stem). An optional
+`timestamps.csv` (`student,submitted_at`) gives submission times for the
+late policy; without it submissions are undated (never late).
+
+Why the work is split this way:
+- A *job* (open_submission + grade, and the student's HTML report) runs in a
+  pool worker and returns plain data: the GradeResult as a dict, or an error
+  string. Workers never touch the gradebook; the parent alone records, so the
+  gradebook module stays the only writer and SQLite sees one writer.
+- Workers are reused across jobs (no `max_tasks_per_child`): the trusted
+  process imports torch, pytest and the reference once per worker, not once
+  per student. Each student still gets a fresh sandbox worker (grade() starts
+  it), so reuse never mixes students' code.
+- Parallelism sits behind one small interface, `Executor.submit(job) ->
+  Future[JobResult]`. `LocalProcessExecutor` uses a process pool on this
+  machine; a distributed engine only has to run `run_job` elsewhere (jobs
+  carry paths, so it needs the submissions folder on shared storage).
+- Resumable by construction: before grading, the parent hashes each entry
+  (load_submission is cheap) and skips (student, assignment, sha256) already
+  in the gradebook. A killed batch continues where it stopped; a rerun over
+  the same files grades nothing and duplicates nothing.
+- A submission that breaks the grader's assumptions (bad zip, unreadable
+  notebook, an exception inside the grader) is stored with
+  `Gradebook.record_error` and the batch goes on. Errors are retried on the
+  next run, so a fixed grader picks them up.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import multiprocessing
+import os
+import sys
+import time
+import traceback
+from collections import deque
+from collections.abc import Callable, Iterable
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Protocol
+
+from grader.course import Course
+from grader.errors import ClassDataError, GraderError, SubmissionError
+from grader.gradebook import Gradebook
+from grader.manifest import load_manifest
+from grader.roster import read_timestamps
+from grader.submission import Submission, load_submission
+
+TIMESTAMPS_FILE = "timestamps.csv"
+SUBMISSION_SUFFIXES = (".zip", ".ipynb")
+DEFAULT_JOBS = min(os.cpu_count() or 1, 8)  # each job is two processes: trusted worker + sandbox
+MAX_POOL_RESTARTS = 2  # a job that kills its pool worker this often is recorded as an error
+
+
+# --------------------------------------------------------------------------- jobs
+@dataclass(frozen=True)
+class GradingJob:
+    """One student's submission, as a pool worker (or a remote one) needs it."""
+
+    course_root: str
+    assignment_id: str
+    path: str  # the folder, .zip or .ipynb
+    student: str
+    submitted_at: str | None = None  # ISO 8601 with a zone
+    report_path: str | None = None  # where the worker writes the student's HTML report
+    seed: int | None = None
+
+
+@dataclass(frozen=True)
+class JobResult:
+    """What comes back: a GradeResult as a dict (JSON-able), or why there is none."""
+
+    student: str
+    result: dict | None = None
+    error: str | None = None
+    worker_s: float = 0.0
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, GraderError):
+        return f"{type(exc).__name__}: {exc}"
+    frame = traceback.extract_tb(exc.__traceback__)[-1:] if exc.__traceback__ else []
+    where = f" (at {Path(frame[0].filename).name}:{frame[0].lineno})" if frame else ""
+    return f"grader error: {type(exc).__name__}: {str(exc)[:300]}{where}"
+
+
+def run_job(job: GradingJob) -> JobResult:
+    """Grade one submission (in whatever process runs it). Never raises."""
+    started = time.perf_counter()
+    try:
+        from grader.grading import grade, open_submission
+
+        course = Course(Path(job.course_root))
+        when = datetime.fromisoformat(job.submitted_at) if job.submitted_at else None
+        submission = open_submission(course, job.assignment_id, job.path, student=job.student,
+                                     submitted_at=when)
+        result = grade(course, job.assignment_id, submission, mode="submit", seed=job.seed)
+        if job.report_path:
+            from grader.report import write_html
+
+            write_html(result, job.report_path, course.templates_dir)
+        return JobResult(job.student, result=result.to_dict(),
+                         worker_s=time.perf_counter() - started)
+    except Exception as exc:  # anything here is the grader's problem, recorded per student
+        return JobResult(job.student, error=_describe(exc), worker_s=time.perf_counter() - started)
+
+
+def _warm_worker(course_root: str, assignment_id: str) -> None:
+    """Pool initializer: pay the imports (torch, pytest, reference) once per worker."""
+    try:
+        import grader.grading  # noqa: F401  (imports torch)
+        import grader.report  # noqa: F401
+        from grader.pytest_plugin import load_reference
+
+        manifest = load_manifest(Path(course_root) / "assignments" / assignment_id / "assignment.toml")
+        load_reference(Path(course_root), assignment_id, manifest.files)
+    except Exception:  # a broken reference shows up per job, with its message
+        pass
+
+
+# ---------------------------------------------------------------------- executors
+class Executor(Protocol):
+    """Where jobs run. Replace LocalProcessExecutor to grade on other machines."""
+
+    def submit(self, job: GradingJob) -> Future[JobResult]: ...
+
+    def shutdown(self, cancel: bool = False) -> None: ...
+
+
+class LocalProcessExecutor:
+    """A pool of reused worker processes on this machine (started on first use).
+
+    The pool uses the forkserver start method on Linux (spawn elsewhere): the
+    parent runs a progress thread and holds a SQLite connection, and forking
+    a threaded process is unsafe.
+    """
+
+    def __init__(self, jobs: int = 1, *, course_root: str | None = None,
+                 assignment_id: str | None = None):
+        self.jobs = max(1, int(jobs))
+        self._initargs = (course_root, assignment_id) if course_root and assignment_id else None
+        self._pool: ProcessPoolExecutor | None = None
+
+    def _start(self) -> ProcessPoolExecutor:
+        method = "forkserver" if sys.platform.startswith("linux") else "spawn"
+        kwargs = {"initializer": _warm_worker, "initargs": self._initargs} if self._initargs else {}
+        return ProcessPoolExecutor(max_workers=self.jobs, mp_context=multiprocessing.get_context(method),
+                                   **kwargs)
+
+    def submit(self, job: GradingJob) -> Future[JobResult]:
+        if self._pool is None:
+            self._pool = self._start()
+        return self._pool.submit(run_job, job)
+
+    def restart(self) -> None:
+        """After a worker died (BrokenProcessPool): a fresh pool for the remaining jobs."""
+        self.shutdown(cancel=True)
+
+    def shutdown(self, cancel: bool = False) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=cancel)
+            self._pool = None
+
+
+# ------------------------------------------------------------------------ batches
+@dataclass(frozen=True)
+class Entry:
+    student: str
+    path: Path
+
+
+@dataclass
+class BatchSummary:
+    assignment_id: str
+    total: int = 0
+    graded: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)  # already graded with the same files
+    errors: dict[str, str] = field(default_factory=dict)
+    ignored: list[str] = field(default_factory=list)  # entries that are not submissions
+    scores: dict[str, float] = field(default_factory=dict)
+    max_points: float = 0.0
+    elapsed_s: float = 0.0
+    worker_s: float = 0.0  # sum of the jobs' own durations
+
+    @property
+    def mean_score(self) -> float | None:
+        return sum(self.scores.values()) / len(self.scores) if self.scores else None
+
+
+def discover(directory: str | Path) -> tuple[list[Entry], list[str]]:
+    """The submissions in `directory` (student id = the entry's stem), and ignored names."""
+    directory = Path(directory)
+    if not directory.is_dir():
+        raise SubmissionError(f"{directory} is not a folder of submissions")
+    entries: list[Entry] = []
+    ignored: list[str] = []
+    for item in sorted(directory.iterdir()):
+        if item.name.startswith((".", "_")) or item.name == TIMESTAMPS_FILE:
+            continue
+        if item.is_dir():
+            entries.append(Entry(item.name, item))
+        elif item.suffix in SUBMISSION_SUFFIXES:
+            entries.append(Entry(item.stem, item))
+        else:
+            ignored.append(item.name)
+    seen: dict[str, Path] = {}
+    for entry in entries:
+        if entry.student in seen:
+            raise ClassDataError(f"student {entry.student!r} has two submissions: "
+                                 f"{seen[entry.student].name} and {entry.path.name}")
+        seen[entry.student] = entry.path
+    return entries, ignored
+
+
+def _raw_sha256(path: Path) -> str:
+    """A hash for a submission that could not be read (the error's key in the gradebook)."""
+    digest = hashlib.sha256()
+    if path.is_file():
+        digest.update(path.read_bytes())
+    else:
+        for item in sorted(path.rglob("*")):
+            if item.is_file() and not item.is_symlink():
+                digest.update(item.relative_to(path).as_posix().encode() + b"\0" + item.read_bytes())
+    return digest.hexdigest()
+
+
+ProgressCallback = Callable[[str, str, BatchSummary], None]  # (event, student, summary so far)
+
+
+def _noop(_event: str, _student: str, _summary: BatchSummary) -> None:
+    pass
+
+
+def run_batch(course: Course, assignment_id: str, submissions_dir: str | Path, gradebook: Gradebook, *,
+              jobs: int = 1, force: bool = False, executor: Executor | None = None,
+              write_reports: bool = True, progress: ProgressCallback = _noop) -> BatchSummary:
+    """Grade every submission in `submissions_dir` not yet graded; record each result."""
+    started = time.perf_counter()
+    manifest = load_manifest(course.assignment_dir(assignment_id) / "assignment.toml")
+    entries, ignored = discover(submissions_dir)
+    stamps_path = Path(submissions_dir) / TIMESTAMPS_FILE
+    times = read_timestamps(stamps_path) if stamps_path.is_file() else {}
+    summary = BatchSummary(assignment_id, total=len(entries), ignored=ignored,
+                           max_points=manifest.max_points)
+
+    def load(entry: Entry) -> Submission:
+        return load_submission(entry.path, manifest.files, student=entry.student,
+                               submitted_at=times.get(entry.student))
+
+    def fail(entry: Entry, sha256: str, error: str) -> None:
+        gradebook.record_error(entry.student, assignment_id, sha256, error)
+        summary.errors[entry.student] = error
+        progress("error", entry.student, summary)
+
+    # Plan: hash everything first (cheap), so skips are instant and the ETA is honest.
+    todo: deque[tuple[Entry, str]] = deque()
+    for entry in entries:
+        try:
+            sha256 = load(entry).sha256
+        except SubmissionError as exc:
+            fail(entry, _raw_sha256(entry.path), f"{type(exc).__name__}: {exc}")
+            continue
+        if not force and gradebook.has(entry.student, assignment_id, sha256):
+            summary.skipped.append(entry.student)
+            progress("skipped", entry.student, summary)
+            continue
+        todo.append((entry, sha256))
+    progress("planned", str(len(todo)), summary)
+
+    own_executor = executor is None
+    if executor is None:
+        executor = LocalProcessExecutor(jobs, course_root=str(course.root), assignment_id=assignment_id)
+    window = max(2, 2 * jobs)  # jobs in flight: enough to keep workers busy, files not all in memory
+    in_flight: dict[Future, tuple[Entry, Submission, int]] = {}
+    attempts: dict[str, int] = {}
+
+    def job_for(entry: Entry, submission: Submission) -> GradingJob:
+        report = course.reports_dir / entry.student / f"{assignment_id}.html" if write_reports else None
+        return GradingJob(course_root=str(course.root), assignment_id=assignment_id, path=str(entry.path),
+                          student=entry.student,
+                          submitted_at=submission.submitted_at.isoformat() if submission.submitted_at else None,
+                          report_path=str(report) if report else None)
+
+    def feed() -> None:
+        while todo and len(in_flight) < window:
+            entry, _ = todo.popleft()
+            try:
+                submission = load(entry)  # read again: only the jobs in flight stay in memory
+            except SubmissionError as exc:
+                fail(entry, _raw_sha256(entry.path), f"{type(exc).__name__}: {exc}")
+                continue
+            in_flight[executor.submit(job_for(entry, submission))] = (entry, submission, 0)
+
+    def finish(entry: Entry, submission: Submission, outcome: JobResult) -> None:
+        summary.worker_s += outcome.worker_s
+        if outcome.error is not None:
+            fail(entry, submission.sha256, outcome.error)
+            return
+        from grader.grading import GradeResult
+
+        result = GradeResult.from_dict(outcome.result)
+        if result.submission_sha256 != submission.sha256:
+            fail(entry, submission.sha256, "the files changed while they were being graded; run the batch again")
+            return
+        gradebook.record(result, submission)
+        summary.graded.append(entry.student)
+        summary.scores[entry.student] = result.score.total
+        progress("graded", entry.student, summary)
+
+    try:
+        feed()
+        while in_flight:
+            done, _ = wait(list(in_flight), return_when=FIRST_COMPLETED)
+            broken = False
+            for future in done:
+                entry, submission, _ = in_flight.pop(future)
+                try:
+                    outcome = future.result()
+                except BrokenProcessPool:
+                    broken = True
+                    attempts[entry.student] = attempts.get(entry.student, 0) + 1
+                    if attempts[entry.student] >= MAX_POOL_RESTARTS:
+                        fail(entry, submission.sha256, "grader error: the grading worker process died "
+                                                       f"{MAX_POOL_RESTARTS} times on this submission")
+                    else:
+                        todo.appendleft((entry, submission.sha256))
+                    continue
+                except Exception as exc:  # an executor's own failure, kept per student
+                    outcome = JobResult(entry.student, error=_describe(exc))
+                finish(entry, submission, outcome)
+            if broken:
+                for future, (entry, submission, _) in list(in_flight.items()):
+                    in_flight.pop(future)
+                    todo.appendleft((entry, submission.sha256))
+                restart = getattr(executor, "restart", None)
+                if restart is None:
+                    raise GraderError("the executor's workers died and it cannot restart")
+                restart()
+            feed()
+    finally:
+        if own_executor:
+            executor.shutdown(cancel=True)
+    summary.elapsed_s = time.perf_counter() - started
+    return summary
+
+
+# ----------------------------------------------------------------------- terminal
+class RichProgress:
+    """A progress bar with counts and ETA on stderr (silent when stderr is not a terminal)."""
+
+    def __init__(self, console=None):
+        from rich import progress as bar
+        from rich.console import Console
+
+        self.console = console or Console(stderr=True)
+        self.progress = bar.Progress(bar.TextColumn("[bold]{task.description}"), bar.BarColumn(),
+                                     bar.MofNCompleteColumn(), bar.TextColumn("{task.fields[counts]}"),
+                                     bar.TimeElapsedColumn(), bar.TextColumn("ETA"), bar.TimeRemainingColumn(),
+                                     console=self.console, disable=not self.console.is_terminal)
+        self.task = None
+
+    def __enter__(self) -> RichProgress:
+        self.progress.__enter__()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.progress.__exit__(*exc)
+
+    def __call__(self, event: str, student: str, summary: BatchSummary) -> None:
+        counts = (f"graded {len(summary.graded)} · skipped {len(summary.skipped)} · "
+                  f"errors {len(summary.errors)}")
+        if self.task is None:
+            self.task = self.progress.add_task(f"grading {summary.assignment_id}", total=summary.total,
+                                               counts=counts)
+        if event == "planned":  # the ETA should count only real grading, not instant skips
+            self.progress.reset(self.task, total=int(student), completed=0, counts=counts)
+            return
+        self.progress.update(self.task, advance=1 if event in ("graded", "error") else 0, counts=counts)
+
+
+def print_summary(summary: BatchSummary, console=None) -> None:
+    """The end-of-batch table: graded, skipped, errors, mean score."""
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
+    console = console or Console()
+    table = Table(title=f"Batch {summary.assignment_id}: {summary.total} submission(s)", title_justify="left")
+    table.add_column("")
+    table.add_column("count", justify="right")
+    mean = summary.mean_score
+    rows: Iterable[tuple[str, str]] = (
+        ("graded", str(len(summary.graded))),
+        ("skipped (already graded)", str(len(summary.skipped))),
+        ("errors", str(len(summary.errors))),
+        ("mean score of this run", "-" if mean is None else f"{mean:.2f} / {summary.max_points:g}"),
+        ("time", f"{summary.elapsed_s:.1f} s"),
+    )
+    for label, value in rows:
+        table.add_row(label, value)
+    console.print(table)
+    for student, error in sorted(summary.errors.items()):
+        console.print(f"[red]✗ {escape(student)}[/red]: {escape(error)}")
+    if summary.ignored:
+        console.print(f"[yellow]ignored (not a folder, .zip or .ipynb):[/yellow] {escape(', '.join(summary.ignored))}")
