@@ -11,6 +11,8 @@ PASSED, FAILED, PENDING = "passed", "failed", "pending"
 class TestOutcome:
     """One test's verdict. `fraction` is the share of the test's credit earned."""
 
+    __test__ = False  # not a pytest test class
+
     name: str
     task: str | None
     status: str  # passed | failed | pending

@@ -1,0 +1,49 @@
+from __future__ import annotations
+
+import pytest
+
+from grader.course import Course
+from grader.errors import ManifestError
+from grader.manifest import load_manifest, parse_manifest
+from tests.conftest import MINI_COURSE, ROOT
+
+
+def test_every_shipped_manifest_loads():
+    course = Course(ROOT)
+    for assignment_id in course.assignment_ids():
+        manifest = load_manifest(course.assignment_dir(assignment_id) / "assignment.toml")
+        assert manifest.id == assignment_id
+        assert manifest.max_points > 0
+
+
+def test_mini_manifest():
+    manifest = load_manifest(MINI_COURSE / "assignments/mini/assignment.toml")
+    assert [t.id for t in manifest.tasks] == ["double", "normalize", "quiz"]
+    assert manifest.task_for_function("normalize").forbidden == ("softmax",)
+    assert manifest.max_points == 100
+
+
+@pytest.mark.parametrize("data, words", [
+    ({"files": [], "tasks": [{"id": "a", "points": 1}]}, "missing required key 'id'"),
+    ({"id": "x", "tasks": []}, "at least one [[tasks]]"),
+    ({"id": "x", "tasks": [{"id": "a", "points": 1}, {"id": "a", "points": 2}]}, "duplicate task"),
+    ({"id": "x", "tasks": [{"id": "a", "points": "ten"}]}, "'points' must be float"),
+    ({"id": "x", "tasks": [{"id": "a", "points": 1, "kind": "essay"}]}, "kind must be one of"),
+    ({"id": "x", "tasks": [{"id": "a", "points": 1, "kind": "timing"}]}, "speed thresholds"),
+    ({"id": "x", "deadline": "tomorrow", "tasks": [{"id": "a", "points": 1}]}, "ISO 8601"),
+    ({"id": "x", "deadline": "2026-01-01T00:00:00", "tasks": [{"id": "a", "points": 1}]}, "time zone"),
+    ({"id": "x", "late_policy": {"bogus": 1}, "tasks": [{"id": "a", "points": 1}]}, "bogus"),
+    ({"id": "x", "tasks": [{"id": "a", "points": 1, "functions": ["f"]},
+                           {"id": "b", "points": 1, "functions": ["f"]}]}, "claimed by two"),
+])
+def test_bad_manifests_are_explained(data, words):
+    with pytest.raises(ManifestError, match=None) as info:
+        parse_manifest(data)
+    assert words in str(info.value)
+
+
+def test_unreadable_toml(tmp_path):
+    path = tmp_path / "assignment.toml"
+    path.write_text("id = [unclosed")
+    with pytest.raises(ManifestError, match="not valid TOML"):
+        load_manifest(path)

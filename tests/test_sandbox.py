@@ -1,0 +1,137 @@
+"""The worker protocol and the sandbox, directly (no pytest suite in between)."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import torch
+
+from grader.sandbox import isolation, protocol
+from grader.sandbox.client import Sandbox
+
+SOURCE = b'''
+import os
+import torch
+
+def add(a, b=1):
+    return a + b
+
+def pair(x):
+    return x, {"n": x.numel(), "dtype": x.dtype}
+
+def boom():
+    raise ValueError("bad value")
+
+def listdir(path):
+    return sorted(os.listdir(path))
+
+def env():
+    return dict(os.environ)
+
+def network():
+    import socket
+    socket.create_connection(("127.0.0.1", 9), timeout=1)
+
+def chatty():
+    print("hello from the student")
+    return 1
+
+def subclass(x):
+    class Sneaky(torch.Tensor):
+        pass
+    return x.as_subclass(Sneaky)
+'''
+
+
+@pytest.fixture(scope="module")
+def sandbox():
+    with Sandbox({"m.py": SOURCE}, ["m.py"], call_timeout_s=20) as box:
+        yield box
+
+
+def test_round_trip_of_values(sandbox):
+    x = torch.arange(6.0).reshape(2, 3)
+    result = sandbox.call("add", (x,), {"b": torch.ones(3)})
+    assert result.status == "ok"
+    torch.testing.assert_close(result.value, x + 1)
+    result = sandbox.call("pair", (x,))
+    assert result.value[1] == {"n": 6, "dtype": torch.float32}
+
+
+def test_exception_summary_has_only_student_frames(sandbox):
+    result = sandbox.call("boom")
+    assert result.status == "raised"
+    assert result.error["type"] == "ValueError" and result.error["message"] == "bad value"
+    assert all(frame.startswith("m.py") for frame in result.error["frames"])
+
+
+def test_missing_function(sandbox):
+    assert sandbox.call("nope").status == "missing"
+
+
+def test_captured_output_per_call(sandbox):
+    result = sandbox.call("chatty")
+    assert "hello from the student" in result.output
+
+
+def test_tensor_subclass_comes_back_plain(sandbox):
+    result = sandbox.call("subclass", (torch.ones(2),))
+    assert result.status == "ok" and type(result.value) is torch.Tensor
+
+
+def test_environment_is_scrubbed(sandbox, monkeypatch):
+    result = sandbox.call("env")
+    assert result.status == "ok"
+    assert set(result.value) <= {"PATH", "HOME", "LANG", "PYTHONDONTWRITEBYTECODE",
+                                 "PYTHONHASHSEED", "OMP_NUM_THREADS", "MKL_NUM_THREADS",
+                                 "TRITON_CACHE_DIR", "TRITON_INTERPRET", "CUDA_VISIBLE_DEVICES",
+                                 "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "PWD", "LC_CTYPE"}
+
+
+@pytest.mark.skipif(not isolation.bwrap_works(), reason="bubblewrap cannot create namespaces here")
+def test_bubblewrap_hides_the_course_and_the_network(sandbox):
+    assert sandbox.isolation.level == "bubblewrap"
+    listing = sandbox.call("listdir", ("/",))
+    assert listing.status == "ok"
+    assert "submission" in listing.value
+    course_root = isolation.GRADER_PACKAGE.parent
+    assert sandbox.call("listdir", (str(course_root / "reference"),)).status == "raised"
+    assert sandbox.call("listdir", (str(course_root / "tests"),)).status == "raised"
+    assert sandbox.call("network").status == "raised"
+
+
+def test_process_fallback_runs_when_bubblewrap_is_off():
+    with Sandbox({"m.py": SOURCE}, ["m.py"], isolation_level="process") as box:
+        assert box.isolation.level == "process"
+        assert box.call("add", (torch.ones(1),)).status == "ok"
+
+
+def test_budget_is_enforced():
+    with Sandbox({"m.py": SOURCE}, ["m.py"], budget_s=0.0) as box:
+        result = box.call("add", (torch.ones(1),))
+        assert result.status == "budget" and "budget" in result.detail
+
+
+def test_protocol_refuses_code_in_messages():
+    import pickle
+
+    class Evil:
+        def __reduce__(self):
+            return (os.system, ("echo pwned",))
+
+    payload = pickle.dumps(Evil(), protocol=2)
+    with pytest.raises(protocol.ProtocolError):
+        protocol.decode(payload)
+
+
+def test_protocol_round_trip_over_a_pipe():
+    read_fd, write_fd = os.pipe()
+    message = {"op": "call", "args": [torch.ones(3)], "kwargs": {"k": 2}}
+    protocol.write_message(write_fd, message)
+    os.close(write_fd)
+    received = protocol.read_message(read_fd)
+    assert received["kwargs"] == {"k": 2} and torch.equal(received["args"][0], torch.ones(3))
+    with pytest.raises(protocol.ChannelClosed):
+        protocol.read_message(read_fd)
+    os.close(read_fd)
