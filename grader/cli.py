@@ -281,5 +281,35 @@ def release(course: Course, assignment: str, out: str | None) -> None:
     click.echo(f"notebook: {bundle.notebook_path}")
 
 
+@main.command()
+@click.argument("assignment", required=False)
+@click.option("--jobs", type=click.IntRange(1, 64), default=1, show_default=True,
+              help="Grade this many workspaces in parallel.")
+@pass_course
+@library_errors
+def validate(course: Course, assignment: str | None, jobs: int) -> None:
+    """Instructor self-test: reference full marks, stubs zero, every mutant caught and diagnosed."""
+    from rich.console import Console
+    from rich.markup import escape
+
+    from grader.validate import validate as run_validation
+
+    console = Console()
+    assignments = [assignment] if assignment else course.assignment_ids()
+    failures = 0
+    for assignment_id in assignments:
+        console.print(f"[bold]{assignment_id}[/bold]")
+
+        def show(verdict) -> None:
+            mark = "[green]✓[/green]" if verdict.ok else "[red]✗[/red]"
+            task = f" [{escape(verdict.task)}]" if verdict.task else ""
+            console.print(f"  {mark} {escape(verdict.subject)}{escape(task)}: {escape(verdict.detail)}")
+
+        verdicts = run_validation(course, assignment_id, jobs=jobs, progress=show)
+        failures += sum(not v.ok for v in verdicts)
+    if failures:
+        raise click.ClickException(f"{failures} validation check(s) failed")
+
+
 if __name__ == "__main__":  # pragma: no cover
     main()
