@@ -77,7 +77,9 @@ def view_model(result: GradeResult) -> dict:
             timing = o.detail.get("timing")
             tests.append({
                 "name": o.name, "status": o.status, "kind": KIND_WORDS.get(o.kind, o.kind),
-                "message": o.message, "diagnosis": o.diagnosis, "measured": o.measured,
+                # the diagnosis gets its own box, so the message keeps only what was measured
+                "message": o.message.split("\nLikely cause:")[0] if o.diagnosis else o.message,
+                "diagnosis": o.diagnosis, "measured": o.measured,
                 "output": o.output, "heatmap": heatmap_png(o.heatmap["student"], o.heatmap["reference"])
                 if o.heatmap and o.status == FAILED else None,
                 "timing": timing,

@@ -57,18 +57,18 @@ def _defining_file(manifest: Manifest, reference_dir: Path, function: str) -> st
 
 
 def reference_workspace(course: Course, manifest: Manifest, target: Path,
-                        mutant: Mutant | None = None) -> Path:
-    """The reference solution as a student workspace, optionally with one mutant swapped in."""
+                        mutant: Mutant | list[Mutant] | None = None) -> Path:
+    """The reference solution as a student workspace, with mutants (if any) swapped in."""
     reference_dir = course.reference_for(manifest.id)
     target.mkdir(parents=True, exist_ok=True)
     for filename in manifest.files:
         (target / filename).write_text((reference_dir / filename).read_text(encoding="utf-8"))
     (target / ANSWERS_FILE).write_text(reference_answers(course, manifest.id))
-    if mutant is not None:
-        filename = _defining_file(manifest, reference_dir, mutant.function)
+    for one in [mutant] if isinstance(mutant, Mutant) else (mutant or []):
+        filename = _defining_file(manifest, reference_dir, one.function)
         with open(target / filename, "a", encoding="utf-8") as fh:
-            fh.write(f"\n\n# --- mutant {mutant.id}\n{mutant.source()}\n"
-                     f"{mutant.function} = {mutant.fn.__name__}\n")
+            fh.write(f"\n\n# --- mutant {one.id}\n{one.source()}\n"
+                     f"{one.function} = {one.fn.__name__}\n")
     return target
 
 
