@@ -63,8 +63,10 @@ def main(ctx: click.Context, course_dir: str | None) -> None:
 
 
 def gradebook_option(command):
-    return click.option("--gradebook", "gradebook_path", default=None, type=click.Path(dir_okay=False),
-                        help="SQLite gradebook (default: <course>/.grade/gradebook.sqlite or $GRADE_GRADEBOOK).")(command)
+    return click.option(
+        "--gradebook", "gradebook_path", default=None, type=click.Path(dir_okay=False),
+        help="SQLite gradebook (default: <course>/.grade/gradebook.sqlite or $GRADE_GRADEBOOK).",
+    )(command)
 
 
 @main.command("list")

@@ -109,7 +109,7 @@ def check_sources(manifest: Manifest, sources: dict[str, str]) -> tuple[list[Sta
         aliases = _aliases(tree)
         functions = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)}
         direct = {name: _groups_in(fn, aliases, _is_triton_kernel(fn)) for name, fn in functions.items()}
-        module_level = [n for n in tree.body if not isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.Import | ast.ImportFrom)]
+        module_level = [n for n in tree.body if isinstance(n, ast.ClassDef)]
         calls = {name: _called_names(fn) & functions.keys() for name, fn in functions.items()}
         for task in manifest.tasks:
             if not task.forbidden:
@@ -124,8 +124,8 @@ def check_sources(manifest: Manifest, sources: dict[str, str]) -> tuple[list[Sta
                             reached.add(callee)
                             frontier.append(callee)
                 hits = [h for name in sorted(reached) for h in direct[name]]
-                for node in module_level:  # e.g. a class or lambda at module level used by the task
-                    hits += [h for h in _groups_in(node, aliases, False) if isinstance(node, ast.ClassDef)]
+                for node in module_level:  # e.g. an nn.Module class at module level
+                    hits += _groups_in(node, aliases, False)
                 seen = set()
                 for group, line, code in hits:
                     if group in task.forbidden and (group, line) not in seen:
