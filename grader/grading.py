@@ -116,7 +116,8 @@ def grade(course: Course, assignment_id: str, submission: Submission, *,
     sandbox = Sandbox(submission.files, list(manifest.files), call_timeout_s=limits.call_timeout_s,
                       budget_s=limits.submission_budget_s, memory_mb=limits.memory_mb,
                       cpu_time_s=limits.cpu_time_s, file_size_mb=limits.file_size_mb,
-                      output_cap_kb=limits.output_cap_kb, use_gpu=use_gpu)
+                      output_cap_kb=limits.output_cap_kb, max_processes=limits.max_processes,
+                      use_gpu=use_gpu)
     try:
         sandbox.start()  # the worker imports torch while we run the static checks
         findings, notes = _static_outcomes(manifest, submission)

@@ -50,7 +50,8 @@ class Sandbox:
 
     def __init__(self, files: dict[str, bytes], modules: list[str], *, call_timeout_s: float = 30.0,
                  budget_s: float = 600.0, memory_mb: int = 8192, cpu_time_s: int = 900,
-                 file_size_mb: int = 64, output_cap_kb: int = 64, use_gpu: bool | None = None,
+                 file_size_mb: int = 64, output_cap_kb: int = 64, max_processes: int = 256,
+                 use_gpu: bool | None = None,
                  isolation_level: str | None = None):
         self.files = files
         self.modules = modules
@@ -59,6 +60,7 @@ class Sandbox:
         self.memory_mb = memory_mb
         self.cpu_time_s = cpu_time_s
         self.file_size_mb = file_size_mb
+        self.max_processes = max_processes
         self.output_cap = output_cap_kb * 1024
         self.use_gpu = torch.cuda.is_available() if use_gpu is None else use_gpu
         if isolation_level is None:
@@ -108,7 +110,8 @@ class Sandbox:
                 stdin=subprocess.DEVNULL, stdout=output, stderr=subprocess.STDOUT,
                 pass_fds=(req_r, rep_w), start_new_session=True, close_fds=True,
                 preexec_fn=lambda: isolation.limit_resources(
-                    self.memory_mb, self.cpu_time_s, self.file_size_mb, self.use_gpu),
+                    self.memory_mb, self.cpu_time_s, self.file_size_mb, self.use_gpu,
+                    self.max_processes),
             )
         finally:
             output.close()

@@ -114,8 +114,16 @@ def scrubbed_env(use_gpu: bool, home: str) -> dict[str, str]:
 
 
 def limit_resources(memory_mb: int, cpu_time_s: int, file_size_mb: int,
-                    use_gpu: bool) -> None:
-    """Run in the child between fork and exec (preexec_fn)."""
+                    use_gpu: bool, max_processes: int = 256) -> None:
+    """Run in the child between fork and exec (preexec_fn).
+
+    RLIMIT_NPROC counts every process of the real user and is not enforced for
+    root; a fork bomb is then still contained by bubblewrap's PID namespace and
+    killed with it."""
+    if os.getuid() != 0:
+        current = resource.getrlimit(resource.RLIMIT_NPROC)[0]
+        if current == resource.RLIM_INFINITY or current > max_processes:
+            resource.setrlimit(resource.RLIMIT_NPROC, (max_processes, max_processes))
     resource.setrlimit(resource.RLIMIT_CPU, (cpu_time_s, cpu_time_s + 5))
     size = file_size_mb * 1024 * 1024
     resource.setrlimit(resource.RLIMIT_FSIZE, (size, size))
