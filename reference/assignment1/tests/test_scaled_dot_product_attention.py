@@ -1,0 +1,151 @@
+"""Hidden tests of task scaled_dot_product_attention (§6, §10, §12, §13).
+
+The student function returns (out, weights); `heatmap=1` shows the weights in
+the report. The mask is passed positionally: `check.close` keeps a keyword
+argument named `mask` for itself.
+"""
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+pytestmark = pytest.mark.task("scaled_dot_product_attention")
+
+SDPA = "scaled_dot_product_attention"
+
+
+def lower_triangle(n_q, n_k, device):
+    """Bottom-right aligned causal mask, built here so this task does not depend on causal_mask."""
+    return torch.ones(n_q, n_k, dtype=torch.bool, device=device).tril(diagonal=n_k - n_q)
+
+
+def call_pair(check, *args):
+    """The student's (out, weights), or a failure that says a pair was expected."""
+    result = check.call(SDPA, *args)
+    check.expect(isinstance(result, (tuple, list)) and len(result) == 2,
+                 "scaled_dot_product_attention must return a pair (out, weights)", "§6")
+    return result
+
+
+def test_self_attention(check):
+    x = check.randn(2, 6, 8)
+    check.close(SDPA, x, x, x, heatmap=1)
+
+
+def test_self_attention_distinct_projections(check):
+    q, k, v = check.randn(2, 6, 8), check.randn(2, 6, 8), check.randn(2, 6, 8)
+    check.close(SDPA, q, k, v, heatmap=1)
+
+
+def test_cross_attention_other_lengths_and_value_size(check):
+    q, k, v = check.randn(3, 4, 8), check.randn(3, 7, 8), check.randn(3, 7, 5)  # dv = 5 != d
+    check.close(SDPA, q, k, v, heatmap=1)
+
+
+def test_no_batch_dims(check):
+    q, k, v = check.randn(5, 16), check.randn(9, 16), check.randn(9, 4)
+    check.close(SDPA, q, k, v, heatmap=1)
+
+
+def test_explicit_none_mask(check):
+    q, k, v = check.randn(1, 4, 8), check.randn(1, 4, 8), check.randn(1, 4, 8)
+    check.close(SDPA, q, k, v, None, heatmap=1)
+
+
+def test_causal_mask_broadcast_over_batch_and_heads(check):
+    q, k, v = check.randn(2, 3, 6, 8), check.randn(2, 3, 6, 8), check.randn(2, 3, 6, 8)
+    mask = lower_triangle(6, 6, check.device)  # [Lq, Lk] against [B, H, Lq, Lk]
+    check.close(SDPA, q, k, v, mask, heatmap=1)
+
+
+def test_causal_mask_with_a_cache(check):
+    q, k, v = check.randn(2, 3, 8), check.randn(2, 7, 8), check.randn(2, 7, 8)
+    mask = lower_triangle(3, 7, check.device)  # the 3 queries are the last 3 positions
+    check.close(SDPA, q, k, v, mask, heatmap=1)
+
+
+def test_padding_mask(check):
+    b, h, lq, lk, d = 3, 2, 5, 6, 8
+    q, k, v = check.randn(b, h, lq, d), check.randn(b, h, lk, d), check.randn(b, h, lk, d)
+    lengths = torch.tensor([6, 4, 2], device=check.device)  # real keys per sequence
+    keep = torch.arange(lk, device=check.device) < lengths[:, None]  # [B, Lk]
+    mask = keep[:, None, None, :]  # [B, 1, 1, Lk]
+    check.close(SDPA, q, k, v, mask, heatmap=1)
+
+
+def test_padding_mask_with_an_empty_sequence(check):
+    b, lq, lk, d = 3, 4, 5, 8
+    q, k, v = check.randn(b, 2, lq, d), check.randn(b, 2, lk, d), check.randn(b, 2, lk, 6)
+    lengths = torch.tensor([5, 0, 3], device=check.device)  # sequence 1 has no real key at all
+    mask = (torch.arange(lk, device=check.device) < lengths[:, None])[:, None, None, :]
+    out, weights = call_pair(check, q, k, v, mask)
+    check.expect(not (out.isnan().any() or weights.isnan().any()),
+                 "a query whose keys are all masked got NaN: its scores are all -inf, and "
+                 "-inf - (-inf) is NaN. Its weights and its output row must be zeros", "§10, §13")
+    check.close(SDPA, q, k, v, mask, heatmap=1)
+
+
+def test_rows_with_every_key_masked_are_zero(check):
+    q, k, v = check.randn(2, 5, 8), check.randn(2, 6, 8), check.randn(2, 6, 3)
+    mask = check.rand_bool(2, 5, 6, p=0.6).to(check.device)
+    mask[:, :, 0] = True
+    mask[0, 2] = False  # query 2 of sequence 0 may see nothing
+    mask[1, 4] = False
+    check.close(SDPA, q, k, v, mask, heatmap=1)
+
+
+def test_float64_with_mask(check):
+    q = check.randn(2, 2, 5, 8, dtype=torch.float64)
+    k = check.randn(2, 2, 5, 8, dtype=torch.float64)
+    v = check.randn(2, 2, 5, 6, dtype=torch.float64)
+    check.close(SDPA, q, k, v, lower_triangle(5, 5, check.device), heatmap=1)
+
+
+def test_non_contiguous_inputs(check):
+    b, l, h, d = 2, 6, 3, 8
+    q = check.randn(b, l, h, d).transpose(1, 2)  # [B, H, L, D] views, as after splitting heads
+    k = check.randn(b, l, h, d).transpose(1, 2)
+    v = check.randn(b, l, h, 2 * d).transpose(1, 2)[..., ::2]
+    check.close(SDPA, q, k, v, lower_triangle(l, l, check.device), heatmap=1)
+
+
+def test_large_scores_stay_finite(check):
+    q, k, v = check.randn(2, 5, 16, scale=30.0), check.randn(2, 5, 16, scale=30.0), check.randn(2, 5, 16)
+    check.close(SDPA, q, k, v, heatmap=1)
+
+
+def test_matches_torch_scaled_dot_product_attention(check):
+    q, k, v = check.randn(2, 2, 5, 8), check.randn(2, 2, 7, 8), check.randn(2, 2, 7, 4)
+    mask = check.rand_bool(5, 7, p=0.7).to(check.device)
+    mask[:, 0] = True
+    mask[3] = False  # torch >= 2.5 gives zeros for a query that sees nothing, as we do
+    # Trusted side: torch's own attention (True = may attend, scale 1/√d) as the oracle.
+    out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+    scores = (q @ k.transpose(-2, -1) / 8**0.5).masked_fill(~mask, float("-inf"))
+    weights = torch.softmax(scores, dim=-1).nan_to_num(0.0)
+    check.close(SDPA, q, k, v, mask, expected=(out, weights), heatmap=1)
+
+
+def test_weight_rows_sum_to_one(check):
+    q, k, v = check.randn(2, 3, 6, 8), check.randn(2, 3, 6, 8), check.randn(2, 3, 6, 8)
+    mask = lower_triangle(6, 6, check.device)
+    _, weights = call_pair(check, q, k, v, mask)
+    sums = weights.sum(dim=-1)
+    check.expect(torch.allclose(sums, torch.ones_like(sums), atol=1e-5),
+                 "each row of the attention weights must sum to 1: the softmax runs over the "
+                 "keys (dim=-1) after the masked scores are set to -inf", "§10, §11")
+
+
+def test_future_tokens_do_not_change_the_past(check):
+    l, t = 7, 3
+    q, k, v = check.randn(2, l, 8), check.randn(2, l, 8), check.randn(2, l, 8)
+    mask = lower_triangle(l, l, check.device)
+    k2, v2 = k.clone(), v.clone()
+    k2[:, t + 1:] = check.randn(2, l - t - 1, 8, scale=3.0)
+    v2[:, t + 1:] = check.randn(2, l - t - 1, 8, scale=3.0)
+    out1, _ = call_pair(check, q, k, v, mask)
+    out2, _ = call_pair(check, q, k2, v2, mask)
+    check.expect(torch.allclose(out1[:, :t + 1], out2[:, :t + 1], rtol=1e-4, atol=1e-5),
+                 f"with a causal mask, changing the keys and values after position {t} changed "
+                 f"the outputs of positions 0..{t}: future tokens leak into the past. Set the "
+                 f"scores where the mask is False to -inf before the softmax", "§13")
