@@ -36,6 +36,7 @@ import os
 import sys
 import time
 import traceback
+import warnings
 from collections import deque
 from collections.abc import Callable, Iterable
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
@@ -96,6 +97,7 @@ def run_job(job: GradingJob) -> JobResult:
     try:
         from grader.grading import grade, open_submission
 
+        warnings.simplefilter("ignore")  # nbformat's notes on old notebooks would flood the terminal
         course = Course(Path(job.course_root))
         when = datetime.fromisoformat(job.submitted_at) if job.submitted_at else None
         submission = open_submission(course, job.assignment_id, job.path, student=job.student,
@@ -126,7 +128,11 @@ def _warm_worker(course_root: str, assignment_id: str) -> None:
 
 # ---------------------------------------------------------------------- executors
 class Executor(Protocol):
-    """Where jobs run. Replace LocalProcessExecutor to grade on other machines."""
+    """Where jobs run. Replace LocalProcessExecutor to grade on other machines.
+
+    A future that fails with BrokenProcessPool means the workers died: the batch
+    then calls the executor's optional `restart()` and resubmits the jobs in flight.
+    """
 
     def submit(self, job: GradingJob) -> Future[JobResult]: ...
 
@@ -250,8 +256,10 @@ def run_batch(course: Course, assignment_id: str, submissions_dir: str | Path, g
                            max_points=manifest.max_points)
 
     def load(entry: Entry) -> Submission:
-        return load_submission(entry.path, manifest.files, student=entry.student,
-                               submitted_at=times.get(entry.student))
+        with warnings.catch_warnings():  # nbformat's warnings about old notebooks, once per student
+            warnings.simplefilter("ignore")
+            return load_submission(entry.path, manifest.files, student=entry.student,
+                                   submitted_at=times.get(entry.student))
 
     def fail(entry: Entry, sha256: str, error: str) -> None:
         gradebook.record_error(entry.student, assignment_id, sha256, error)

@@ -21,7 +21,7 @@ from grader.gradebook import Gradebook, SubmissionRecord
 from grader.manifest import Manifest, load_manifest
 from grader.outcomes import FAILED
 from grader.report import environment
-from grader.similarity import find_similar, instructor_sources
+from grader.similarity import clusters, find_similar, instructor_sources
 
 FAST_SHARE = 0.25  # full marks in under this share of the class's median grading time is unusual
 HISTOGRAM_BINS = 10
@@ -143,14 +143,20 @@ def _code_of(files: dict[str, bytes], modules: tuple[str, ...]) -> str:
 
 
 def _similarity(course: Course, manifest: Manifest, book: Gradebook,
-                records: list[SubmissionRecord]) -> list[dict]:
+                records: list[SubmissionRecord]) -> dict:
     code = {r.student_id: _code_of(book.files(r.id), manifest.files) for r in records}
     starter_dir = course.assignment_dir(manifest.id)
     starter = [(starter_dir / name).read_text(encoding="utf-8", errors="replace")
                for name in manifest.files if (starter_dir / name).is_file()]
     matches = find_similar({s: c for s, c in code.items() if c.strip()},
                            instructor_sources(course.root, manifest.id), starter)
-    return [m.to_dict() for m in matches]
+    pairs = [m.to_dict() for m in matches if m.kind == "pair"]
+    groups = []
+    for members in clusters(matches):
+        inside = [p for p in pairs if p["a"] in members]
+        groups.append({"students": members, "pairs": inside, "percent": max(p["percent"] for p in inside)})
+    return {"clusters": groups, "pairs": pairs,
+            "sources": [m.to_dict() for m in matches if m.kind == "source"]}
 
 
 def class_view_model(course: Course, assignment_id: str, book: Gradebook, *,
@@ -198,7 +204,8 @@ def class_view_model(course: Course, assignment_id: str, book: Gradebook, *,
         "errors": [{**e, "sha": e["sha256"][:12], "graded": e["student"] in latest} for e in errors],
         "leaderboard": _leaderboard(records),
         "fast_full_marks": fast, "identical": identical, "fast_percent": round(100 * FAST_SHARE),
-        "similarity": _similarity(course, manifest, book, records) if with_similarity else [],
+        "similarity": _similarity(course, manifest, book, records) if with_similarity
+        else {"clusters": [], "pairs": [], "sources": []},
     }
 
 

@@ -19,8 +19,9 @@ and renders its own HTML; here the result is data for the class report.
 
 What is compared:
 - every pair of students (their latest submissions' modules);
-- every student against the instructor sources: `reference/<id>/*.py`,
-  `kernels/*.py`, and any files an instructor drops into
+- every student against the instructor sources: `reference/<id>/*.py`
+  (not `mutants.py`: a mutant *is* a common mistake, and students who make
+  it independently would all be flagged), `kernels/*.py`, and any files an instructor drops into
   `reference/<id>/similarity_sources/` (e.g. a public tutorial kernel the
   assignment resembles). Nothing is downloaded: staff choose what to add.
 Fingerprints in the stubs students start from, and those shared by more than
@@ -215,7 +216,7 @@ def instructor_sources(course_root: Path, assignment_id: str) -> dict[str, str]:
         paths += sorted(p for p in extra.rglob("*") if p.is_file())
     sources = {}
     for path in paths:
-        if path.name == "__init__.py":
+        if path.name in ("__init__.py", "mutants.py"):  # mutants are the mistakes students make
             continue
         text = path.read_text(encoding="utf-8", errors="replace")
         if text.strip():
@@ -233,3 +234,23 @@ def find_similar(submissions: dict[str, str], sources: dict[str, str] | None = N
         if name not in submissions:
             corpus.add(name, text)
     return corpus.compare(list(submissions), [n for n in (sources or {}) if n not in submissions])
+
+
+def clusters(matches: list[Match]) -> list[list[str]]:
+    """Groups of students linked by pair matches (connected components), largest first."""
+    parent: dict[str, str] = {}
+
+    def root(name: str) -> str:
+        parent.setdefault(name, name)
+        while parent[name] != name:
+            parent[name] = parent[parent[name]]
+            name = parent[name]
+        return name
+
+    for match in matches:
+        if match.kind == "pair":
+            parent[root(match.a)] = root(match.b)
+    groups: dict[str, list[str]] = defaultdict(list)
+    for name in parent:
+        groups[root(name)].append(name)
+    return sorted((sorted(g) for g in groups.values()), key=lambda g: (-len(g), g))
