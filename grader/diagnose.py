@@ -83,8 +83,10 @@ def _flatten(value) -> list[torch.Tensor]:
     return []
 
 
-def outputs_match(actual, expected, rtol: float | None = None, atol: float | None = None) -> bool:
-    """Same structure, shapes and values within tolerance (NaN never matches)."""
+def outputs_match(actual, expected, rtol: float | None = None, atol: float | None = None,
+                  equal_nan: bool = False) -> bool:
+    """Same structure, shapes and values within tolerance. NaN matches NaN only with
+    `equal_nan` (used to recognise a mutant that produces NaN where the student does)."""
     a, e = _flatten(actual), _flatten(expected)
     if len(a) != len(e) or not a:
         return False
@@ -97,7 +99,7 @@ def outputs_match(actual, expected, rtol: float | None = None, atol: float | Non
             if not torch.equal(x.cpu().bool(), y.cpu().bool()):
                 return False
             continue
-        if not torch.allclose(x64, y64, rtol=r, atol=t, equal_nan=False):
+        if not torch.allclose(x64, y64, rtol=r, atol=t, equal_nan=equal_nan):
             return False
     return True
 
@@ -113,7 +115,7 @@ def diagnose(mutants: list[Mutant], function: str, args: tuple, kwargs: dict,
                 produced = candidate.fn(*args, **kwargs)
         except Exception:
             continue
-        if outputs_match(actual, produced, rtol, atol):
+        if outputs_match(actual, produced, rtol, atol, equal_nan=True):
             return Diagnosis(candidate.id, candidate.title, candidate.section,
                              candidate.explanation)
     return None
