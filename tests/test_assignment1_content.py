@@ -3,9 +3,12 @@ the stubs fail every test (cleanly, in the test body), every mutant fails only
 tests of its own task and is named by the diagnosis there, and the manifest,
 stubs, reference, quiz and key agree with each other.
 
-The suites run in one child process (`python tests/test_assignment1_content.py
-OUT.json`), which calls pytest.main once per workspace and writes what it saw
-as JSON; the tests below read that file. One process keeps torch imported once.
+The suites run in two child processes (`python tests/test_assignment1_content.py
+OUT.json PART PARTS`) that share the workspaces between them, call pytest.main
+once per workspace (torch is imported once per process, not once per run) and
+write what they saw as JSON; the tests below read those files. A mutant's
+workspace is built the way `grade validate` builds it: the reference module,
+the mutant's source appended, and the student function rebound to it.
 """
 
 from __future__ import annotations
@@ -69,17 +72,17 @@ class _Collector:
 
 
 # Plugins a child run does not need: without them one pass of the suite is much faster.
-_QUIET = [f"-p no:{name}" for name in (
+_QUIET = [arg for name in (
     "cacheprovider", "unraisableexception", "threadexception", "logging", "warnings", "doctest",
     "junitxml", "pastebin", "stepwise", "legacypath", "faulthandler", "tmpdir", "monkeypatch",
-    "recwarn", "setuponly", "setupplan", "debugging", "hypothesispytest")]
+    "recwarn", "setuponly", "setupplan", "debugging", "hypothesispytest") for arg in ("-p", f"no:{name}")]
 
 
 def _run_suite(tests: Path, workspace: Path, seed: int) -> dict:
     collector = _Collector()
     args = [str(tests), "-q", "-s", "--tb=line", "--no-header", "--import-mode=importlib",
             "--assert=plain",  # the tests judge through `check`; no assertion rewriting needed
-            *" ".join(_QUIET).split(), f"--grade-seed={seed}", "--grade-workspace", str(workspace)]
+            *_QUIET, f"--grade-seed={seed}", "--grade-workspace", str(workspace)]
     code = pytest.main(args, plugins=[collector])
     for nodeid, task in collector.tasks.items():
         collector.results.setdefault(nodeid, {"outcome": "not run", "when": ""})["task"] = task
@@ -154,6 +157,13 @@ def test_every_hidden_test_has_exactly_one_known_task(runs):
     tasks = {nodeid: t["task"] for nodeid, t in runs["reference"][0]["tests"].items()}
     assert all(task in TASK_IDS for task in tasks.values()), tasks
     assert set(tasks.values()) == set(TASK_IDS)
+
+
+def test_hidden_test_names_are_unique_across_files(runs):
+    # The grading suite (grader/suite.py) names an outcome by the test function alone,
+    # so two files with a test of the same name would shadow each other's failures.
+    names = [nodeid.split("::", 1)[-1] for nodeid in runs["reference"][0]["tests"]]
+    assert len(names) == len(set(names)), sorted(n for n in names if names.count(n) > 1)
 
 
 def test_hidden_suite_is_fast(runs):

@@ -16,7 +16,7 @@ def test_one_batch_dim(check):
     check.close("attention_scores", q, k)
 
 
-def test_two_batch_dims(check):
+def test_scores_two_batch_dims(check):
     q, k = check.randn(2, 3, 5, 4), check.randn(2, 3, 7, 4)  # [B, H, L, d]
     check.close("attention_scores", q, k)
 
@@ -32,7 +32,7 @@ def test_single_query(check):
     check.close("attention_scores", q, k)
 
 
-def test_float64(check):
+def test_scores_float64(check):
     q, k = check.randn(2, 5, 32, dtype=torch.float64), check.randn(2, 3, 32, dtype=torch.float64)
     check.close("attention_scores", q, k)
 

@@ -11,7 +11,7 @@ def test_divides_by_sqrt_d_k(check):
     check.close("scale_scores", scores, 16)
 
 
-def test_two_batch_dims(check):
+def test_scaled_two_batch_dims(check):
     scores = check.randn(2, 3, 5, 7, scale=8.0)
     check.close("scale_scores", scores, 64)
 
@@ -21,12 +21,12 @@ def test_d_k_differs_from_number_of_keys(check):
     check.close("scale_scores", scores, 100)
 
 
-def test_float64(check):
+def test_scaled_float64(check):
     scores = check.randn(6, 6, dtype=torch.float64)
     check.close("scale_scores", scores, 8)
 
 
-def test_non_contiguous_view(check):
+def test_scaled_non_contiguous_view(check):
     scores = check.randn(2, 9, 4).transpose(-2, -1)  # [2, 4, 9]
     check.close("scale_scores", scores, 32)
 

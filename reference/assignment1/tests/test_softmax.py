@@ -38,7 +38,7 @@ def test_float64_two_batch_dims(check):
     check.close("softmax", x)
 
 
-def test_non_contiguous_view(check):
+def test_softmax_non_contiguous_view(check):
     x = check.randn(2, 7, 5).transpose(-2, -1)  # [2, 5, 7]
     check.close("softmax", x)
 
