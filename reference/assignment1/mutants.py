@@ -1,8 +1,8 @@
 """Misconception catalogue of assignment 1: known wrong versions of each function.
 
 When a student's output is wrong, the grader runs these on the same inputs and
-names the first one that reproduces it. Order matters where two mutants can
-agree on some inputs (see the causal_mask group).
+names the first one that reproduces it (NaN matching NaN). Order matters where
+two mutants can agree on some inputs (see the softmax and causal_mask groups).
 
 Each body uses only torch, math and names that reference.assignment1.attention
 defines (here only its correct `softmax`, imported below), because `grade validate`
@@ -100,6 +100,20 @@ def scale_by_num_keys(scores, d_k):
 # --------------------------------------------------------------------------- softmax
 
 
+# softmax_nan_when_all_masked comes first: a student output with NaN in the all -inf
+# slices must be named for that, not for a mutant that also happens to give NaN there.
+
+
+@mutant(function="softmax", id="softmax_nan_when_all_masked",
+        title="NaN for a slice that is entirely -inf", section="§10, §13",
+        explanation="When every entry is -inf the max is -inf and x - max is NaN. Such a slice "
+                    "has nothing to attend to: replace an infinite max by 0 (or treat a zero sum "
+                    "specially) so it comes out as all zeros.")
+def softmax_nan_when_all_masked(x, dim=-1):
+    e = torch.exp(x - x.amax(dim=dim, keepdim=True))
+    return e / e.sum(dim=dim, keepdim=True)
+
+
 @mutant(function="softmax", id="softmax_first_axis",
         title="normalised along the first axis", section="§10",
         explanation="The slices along `dim` must each sum to 1 (for attention: each row, over the "
@@ -144,16 +158,6 @@ def softmax_not_normalised(x, dim=-1):
                     "the same mathematically and every exp is at most 1.")
 def softmax_no_max_subtraction(x, dim=-1):
     e = torch.exp(x)
-    return e / e.sum(dim=dim, keepdim=True)
-
-
-@mutant(function="softmax", id="softmax_nan_when_all_masked",
-        title="NaN for a slice that is entirely -inf", section="§10, §13",
-        explanation="When every entry is -inf the max is -inf and x - max is NaN. Such a slice "
-                    "has nothing to attend to: replace an infinite max by 0 (or treat a zero sum "
-                    "specially) so it comes out as all zeros.")
-def softmax_nan_when_all_masked(x, dim=-1):
-    e = torch.exp(x - x.amax(dim=dim, keepdim=True))
     return e / e.sum(dim=dim, keepdim=True)
 
 
