@@ -1,0 +1,1 @@
+"""Reference solution of assignment2: multi-head attention and positions (§15–§21)."""
