@@ -186,22 +186,26 @@ class Check:
 
     def close(self, name: str, *args, expected=None, rtol: float | None = None,
               atol: float | None = None, heatmap: int | bool | None = None,
-              mask: torch.Tensor | None = None, **kwargs):
-        """Student's `name(*args, **kwargs)` must match the reference (or `expected`)."""
+              region: torch.Tensor | None = None, **kwargs):
+        """Student's `name(*args, **kwargs)` must match the reference (or `expected`).
+
+        Every other keyword (a `mask=` included) goes to both functions; `region` is a
+        bool tensor of the output's shape that says which part counts as "allowed" when
+        a difference is described."""
         actual = self.call(name, *args, **kwargs)  # fails if the call changed its inputs
         if expected is None:
             expected = self.context.reference[name](*args, **kwargs)
         self.compare(actual, expected, what=name, rtol=rtol, atol=atol, heatmap=heatmap,
-                     diagnose_with=(name, args, kwargs), mask=mask)
+                     diagnose_with=(name, args, kwargs), region=region)
         return actual
 
     def compare(self, actual, expected, *, what: str, rtol: float | None = None,
                 atol: float | None = None, heatmap: int | bool | None = None,
-                diagnose_with: tuple | None = None, mask: torch.Tensor | None = None,
+                diagnose_with: tuple | None = None, region: torch.Tensor | None = None,
                 section: str | None = None) -> None:
         """Compare structure, shape, dtype, device and values; explain any difference."""
         section = section if section is not None else self.section_for(what)
-        problem = self._difference(actual, expected, rtol, atol, mask)
+        problem = self._difference(actual, expected, rtol, atol, region)
         if heatmap is not None and heatmap is not False:
             self._attach_heatmap(actual, expected, heatmap)
         if problem is None:
@@ -220,7 +224,7 @@ class Check:
         self.record["measured"] = problem
         raise AssertionError(message)
 
-    def _difference(self, actual, expected, rtol, atol, mask) -> str | None:
+    def _difference(self, actual, expected, rtol, atol, region) -> str | None:
         if isinstance(expected, (tuple, list)):
             if not isinstance(actual, (tuple, list)):
                 return (f"expected a tuple of {len(expected)} values, got "
@@ -228,7 +232,7 @@ class Check:
             if len(actual) != len(expected):
                 return f"expected {len(expected)} values, got {len(actual)}"
             for i, (a, e) in enumerate(zip(actual, expected, strict=True)):
-                problem = self._difference(a, e, rtol, atol, mask)
+                problem = self._difference(a, e, rtol, atol, region)
                 if problem is not None:
                     return f"item {i} of the result: {problem}"
             return None
@@ -247,12 +251,12 @@ class Check:
                     return None
                 wrong = int((actual.cpu() != expected.cpu()).sum())
                 return f"{wrong} of {expected.numel()} entries differ; " + describe_difference(
-                    actual.float(), expected.float(), mask)
+                    actual.float(), expected.float(), region)
             r, a = tolerance_for(expected.dtype)
             r, a = (rtol if rtol is not None else r), (atol if atol is not None else a)
             if outputs_match(actual, expected, r, a):
                 return None
-            return describe_difference(actual, expected, mask) + f" (rtol={r:g}, atol={a:g})"
+            return describe_difference(actual, expected, region) + f" (rtol={r:g}, atol={a:g})"
         if isinstance(expected, (int, float)):
             if not isinstance(actual, (int, float)) or isinstance(actual, bool):
                 return f"expected a number, got {type(actual).__name__}"
