@@ -171,11 +171,18 @@ def describe_difference(actual: torch.Tensor, expected: torch.Tensor,
                 parts.append("all errors are above the diagonal (the future / masked region)")
             elif square[diagonal].any() and not square[~diagonal].any():
                 parts.append("all errors are on the diagonal")
-    if mask is not None:
+    if mask is not None and _broadcasts_to(mask.shape, bad.shape):
         masked = ~mask.cpu().expand_as(bad)
         if bad[masked].any() and not bad[~masked].any():
             parts.append("all errors are in the masked-out region")
     return "; ".join(parts)
+
+
+def _broadcasts_to(small: torch.Size, shape: torch.Size) -> bool:
+    try:
+        return torch.broadcast_shapes(small, shape) == shape
+    except RuntimeError:
+        return False
 
 
 def _span_words(indices: list[int], size: int, noun: str, first: str, last: str) -> str:

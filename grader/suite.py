@@ -31,6 +31,7 @@ class _Collector:
         self.outcomes: list[TestOutcome] = []
         self.collection_errors: list[str] = []
         self._failures: dict[str, tuple[str, str]] = {}
+        self._recorded_failures: set[str] = set()
 
     def pytest_configure(self, config: pytest.Config) -> None:
         config.stash[CONTEXT_KEY] = self.context
@@ -71,7 +72,9 @@ class _Collector:
 
     def pytest_runtest_logreport(self, report) -> None:
         record = dict(next((v for k, v in report.user_properties if k == "grade"), {}))
-        name = report.nodeid.split("::", 1)[-1]
+        # unique across files: two files may both have a test_float64
+        path, _, test = report.nodeid.partition("::")
+        name = f"{Path(path).stem}::{test}"
         task = self.tasks.get(report.nodeid)
         base = dict(name=name, task=task, visibility=self.visibility,
                     diagnosis=record.get("diagnosis"), measured=record.get("measured", ""),
@@ -85,7 +88,8 @@ class _Collector:
             reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
             reason = reason.removeprefix("Skipped: ").removeprefix("pending: ")
             self.outcomes.append(TestOutcome(status=PENDING, kind="not_run", message=reason, **base))
-        elif report.failed and not any(o.name == name for o in self.outcomes):
+        elif report.failed and report.nodeid not in self._recorded_failures:
+            self._recorded_failures.add(report.nodeid)
             kind, message = self._failures.get(
                 report.nodeid, ("test_error", f"the test failed during {report.when}"))
             self.outcomes.append(TestOutcome(status=FAILED, kind=kind, message=message,
