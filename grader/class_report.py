@@ -9,14 +9,13 @@ similarity flags and batch errors.
 
 from __future__ import annotations
 
-import base64
-import io
 import statistics
 from collections import Counter, defaultdict
 from datetime import UTC, datetime
 from pathlib import Path
 
 from grader.course import Course
+from grader.figures import percent, png_data_uri, pyplot
 from grader.gradebook import Gradebook, SubmissionRecord
 from grader.manifest import Manifest, load_manifest
 from grader.outcomes import FAILED
@@ -31,10 +30,7 @@ def histogram_png(percents: list[float], bins: int = HISTOGRAM_BINS) -> str | No
     """Score distribution (percent of the maximum) as a PNG data URI."""
     if not percents:
         return None
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     fig, ax = plt.subplots(figsize=(6.4, 2.6), dpi=96)
     ax.hist(percents, bins=bins, range=(0, 100), color="#0969da", edgecolor="white")
@@ -44,14 +40,8 @@ def histogram_png(percents: list[float], bins: int = HISTOGRAM_BINS) -> str | No
     ax.tick_params(labelsize=8)
     ax.spines[["top", "right"]].set_visible(False)
     fig.tight_layout()
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png")
-    plt.close(fig)
-    return "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode()
+    return png_data_uri(fig)
 
-
-def _percent(part: float, whole: float) -> float:
-    return round(100.0 * part / whole, 1) if whole else 0.0
 
 
 def histogram_counts(percents: list[float], bins: int = HISTOGRAM_BINS) -> list[int]:
@@ -84,8 +74,8 @@ def _task_rows(manifest: Manifest, records: list[SubmissionRecord]) -> list[dict
             "id": task.id, "title": task.title, "points": task.points, "kind": task.kind,
             "bonus": task.bonus, "judged": len(judged), "pending": len(scores) - len(judged),
             "mean": None if mean is None else round(mean, 2),
-            "mean_percent": None if mean is None else _percent(mean, task.points),
-            "pass_rate": _percent(full, len(judged)) if judged else None,
+            "mean_percent": None if mean is None else percent(mean, task.points),
+            "pass_rate": percent(full, len(judged)) if judged else None,
             "full_marks": full,
             "misconceptions": [{"id": i, "title": titles[i].get("title", i),
                                 "section": titles[i].get("section", ""), "count": n,
@@ -167,7 +157,7 @@ def class_view_model(course: Course, assignment_id: str, book: Gradebook, *,
     records = [latest[s] for s in sorted(latest)]
     students = {s["id"]: s for s in book.students()}
     totals = [r.total for r in records]
-    percents = [_percent(t, manifest.max_points) for t in totals]
+    percents = [percent(t, manifest.max_points) for t in totals]
     errors = book.errors(assignment_id)
     missing = [{"student": s, "name": info.get("name") or "", "email": info.get("email") or "",
                 "error": any(e["student"] == s for e in errors)}
@@ -194,7 +184,7 @@ def class_view_model(course: Course, assignment_id: str, book: Gradebook, *,
                             "count": n} for i, n in enumerate(histogram_counts(percents))],
         "tasks": _task_rows(manifest, records),
         "students": [{"student": r.student_id, "name": (students.get(r.student_id) or {}).get("name") or "",
-                      "total": r.total, "percent": _percent(r.total, manifest.max_points),
+                      "total": r.total, "percent": percent(r.total, manifest.max_points),
                       "late_days": r.result.score.late_days, "form": r.result.submission_form,
                       "submitted_at": r.submitted_at, "graded_at": r.graded_at,
                       "duration_s": round(r.result.duration_s, 2), "sha": r.sha256[:12],

@@ -7,12 +7,11 @@ URIs, so a report works offline and can be mailed or printed.
 
 from __future__ import annotations
 
-import base64
-import io
 from pathlib import Path
 
 import jinja2
 
+from grader.figures import percent, png_data_uri, pyplot
 from grader.grading import GradeResult
 from grader.outcomes import FAILED, PASSED, PENDING
 
@@ -33,10 +32,7 @@ def environment(templates_dir: Path) -> jinja2.Environment:
 
 def heatmap_png(student: list[list[float]], reference: list[list[float]]) -> str:
     """Student | reference | difference as one PNG data URI."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
     import numpy as np
 
     s, r = np.asarray(student, dtype=float), np.asarray(reference, dtype=float)
@@ -56,14 +52,8 @@ def heatmap_png(student: list[list[float]], reference: list[list[float]]) -> str
         ax.tick_params(labelsize=7)
         fig.colorbar(image, ax=ax, fraction=0.046, pad=0.04).ax.tick_params(labelsize=6)
     fig.tight_layout()
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png")
-    plt.close(fig)
-    return "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode()
+    return png_data_uri(fig)
 
-
-def _percent(earned: float, points: float) -> float:
-    return round(100.0 * earned / points, 1) if points else 0.0
 
 
 def view_model(result: GradeResult) -> dict:
@@ -87,7 +77,7 @@ def view_model(result: GradeResult) -> dict:
             })
         tasks.append({
             "id": task.task_id, "title": task.title, "earned": task.earned, "points": task.points,
-            "percent": _percent(task.earned, task.points), "status": task.status,
+            "percent": percent(task.earned, task.points), "status": task.status,
             "reason": task.reason, "bonus": task.bonus, "sections": ", ".join(task.sections),
             "passed": task.passed, "failed": task.failed, "pending": task.pending,
             "tests": tests,
@@ -97,7 +87,7 @@ def view_model(result: GradeResult) -> dict:
         "title": result.assignment_title, "assignment": result.assignment_id,
         "student": result.student, "mode": result.mode,
         "total": score.total, "max_points": score.max_points, "raw": score.raw,
-        "percent": _percent(score.total, score.max_points),
+        "percent": percent(score.total, score.max_points),
         "late_days": score.late_days, "late_penalty": score.late_penalty,
         "pending_points": score.pending_points, "bonus_earned": score.bonus_earned,
         "tasks": tasks, "not_graded": not_graded,
