@@ -1,0 +1,1 @@
+"""Assignment 3 reference: solutions, mutants, hidden tests and quiz key (instructor only)."""
