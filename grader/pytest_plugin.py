@@ -48,12 +48,29 @@ def _assignment_of(path: Path) -> tuple[Path, str, bool] | None:
     return None
 
 
+def use_course_reference(course: Path) -> None:
+    """Make `import reference...` mean this course's reference/ folder.
+
+    Hidden tests and mutants import `reference.<id>.<module>` by name. One process
+    grades one course at a time, but it may grade several in its life (the
+    grader's own tests do): a `reference` package from another course is dropped
+    from sys.modules, with everything under it, before this one is imported."""
+    folder = str((course / "reference").resolve())
+    loaded = sys.modules.get("reference")
+    if loaded is not None and folder not in [str(Path(p).resolve()) for p in getattr(loaded, "__path__", [])]:
+        for name in [n for n in sys.modules if n == "reference" or n.startswith("reference.")]:
+            del sys.modules[name]
+    root = str(course.resolve())
+    if root in sys.path:
+        sys.path.remove(root)
+    sys.path.insert(0, root)
+
+
 def load_reference(course: Path, assignment_id: str, files: tuple[str, ...]) -> tuple[dict, list]:
     """Trusted reference functions and mutants of one assignment, imported in this process."""
     if not (course / "reference" / assignment_id).is_dir():
         return {}, []
-    if str(course) not in sys.path:
-        sys.path.insert(0, str(course))
+    use_course_reference(course)
     functions: dict = {}
     for filename in files:
         module = importlib.import_module(f"reference.{assignment_id}.{Path(filename).stem}")

@@ -70,3 +70,10 @@ def test_missing_function_is_a_student_problem(make_check):
 
 def test_seeded_inputs_are_reproducible(make_check):
     assert torch.equal(make_check({}).randn(5), make_check({}).randn(5))
+
+
+def test_numbers_can_be_diagnosed():
+    from grader.diagnose import outputs_match
+
+    assert outputs_match(1024, 1024) and not outputs_match(1024, 2048)
+    assert not outputs_match(torch.ones(1), 1.0) and not outputs_match(True, 1)

@@ -97,8 +97,9 @@ def scrubbed_env(use_gpu: bool, home: str) -> dict[str, str]:
         "LANG": "C.UTF-8",
         "PYTHONDONTWRITEBYTECODE": "1",
         "PYTHONHASHSEED": "0",
-        "OMP_NUM_THREADS": "2",
-        "MKL_NUM_THREADS": "2",
+        # One thread: tests use small tensors, and a batch runs one worker per core.
+        "OMP_NUM_THREADS": "1",
+        "MKL_NUM_THREADS": "1",
         "TRITON_CACHE_DIR": os.path.join(home, ".triton"),
     }
     if not use_gpu:

@@ -155,7 +155,7 @@ def main(request_fd: int, reply_fd: int, modules: list[str]) -> None:
     """Serve requests until the pipe closes. Never returns normally."""
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # an over-long write fails instead of killing us
     workdir = os.getcwd()
-    torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
+    torch.set_num_threads(1)
     install_triton_counter()
     worker = Worker(workdir, modules)
     hello = worker.import_modules()
