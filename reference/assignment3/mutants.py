@@ -15,8 +15,7 @@ instead of `a @ bᵀ`), so that run as a submission they meet the same run-time
 forbidden-API check as a student and fail on their numbers, not on the check.
 Bugs that depend on the tiling are emulated with the stub's BLOCK_N = 64.
 
-kv_cache_bytes has no mutants: it returns a Python int, and the diagnosis only
-matches tensors (see grader.diagnose.outputs_match).
+kv_cache_bytes returns a Python int; its mutants are matched on that number.
 """
 
 from __future__ import annotations
@@ -276,3 +275,26 @@ def flash_acc_not_rescaled(q, k, v, causal=False, sm_scale=None):
         acc = acc + (p.unsqueeze(-1) * v.float()[..., start:start + BLOCK_N, :].unsqueeze(-3)).sum(-2)
         m = m_new
     return (acc / l.unsqueeze(-1)).to(q.dtype)
+
+
+# ------------------------------------------------------------------- kv_cache
+
+
+@mutant(function="kv_cache_bytes", id="kv_cache_keys_only", title="keys counted, values forgotten",
+        section="§25", explanation="The cache holds a key and a value vector per token, head and "
+        "layer: multiply by 2.")
+def kv_cache_keys_only(n_layers, n_kv_heads, head_dim, seq_len, batch_size=1, bytes_per_value=2):
+    return n_layers * n_kv_heads * head_dim * seq_len * batch_size * bytes_per_value
+
+
+@mutant(function="kv_cache_bytes", id="kv_cache_counts_values", title="counted values, not bytes",
+        section="§25", explanation="Each stored number takes bytes_per_value bytes (2 for fp16/bf16): "
+        "multiply the count of values by it.")
+def kv_cache_counts_values(n_layers, n_kv_heads, head_dim, seq_len, batch_size=1, bytes_per_value=2):
+    return 2 * n_layers * n_kv_heads * head_dim * seq_len * batch_size
+
+
+@mutant(function="kv_cache_bytes", id="kv_cache_one_layer", title="one layer only",
+        section="§25", explanation="Every layer keeps its own keys and values: multiply by n_layers.")
+def kv_cache_one_layer(n_layers, n_kv_heads, head_dim, seq_len, batch_size=1, bytes_per_value=2):
+    return 2 * n_kv_heads * head_dim * seq_len * batch_size * bytes_per_value
