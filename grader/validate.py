@@ -12,13 +12,13 @@ import ast
 import tempfile
 import tomllib
 from collections.abc import Callable
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+from grader.batch import GradingJob, LocalProcessExecutor
 from grader.course import Course
 from grader.diagnose import Mutant
-from grader.grading import GradeResult, grade, open_submission
+from grader.grading import GradeResult
 from grader.manifest import Manifest, load_manifest
 from grader.pytest_plugin import load_reference
 from grader.quiz import ANSWERS_FILE
@@ -109,14 +109,6 @@ def judge_mutant(result: GradeResult, mutant: Mutant, task_id: str) -> tuple[boo
     return True, f"caught by {failed} test(s), diagnosed as itself; {own.earned:g}/{own.points:g}"
 
 
-def _grade_workspace(args: tuple) -> dict:
-    course_root, assignment_id, workspace, subject = args
-    course = Course(Path(course_root))
-    result = grade(course, assignment_id, open_submission(course, assignment_id, workspace,
-                                                          student=subject))
-    return result.to_dict()
-
-
 def validate(course: Course, assignment_id: str, jobs: int = 1,
              progress: Callable[[Verdict], None] | None = None) -> list[Verdict]:
     """Grade the reference, the stubs and every mutant; one Verdict each."""
@@ -132,14 +124,23 @@ def validate(course: Course, assignment_id: str, jobs: int = 1,
         for mutant in mutants:
             workspace = reference_workspace(course, manifest, temp_dir / mutant.id, mutant)
             subjects.append((mutant.id, workspace, mutant))
-        work = [(str(course.root), assignment_id, str(path), name) for name, path, _ in subjects]
-        if jobs > 1:
-            with ProcessPoolExecutor(max_workers=jobs) as pool:
-                results = pool.map(_grade_workspace, work)
-        else:
-            results = map(_grade_workspace, work)
-        for (name, _, mutant), data in zip(subjects, results, strict=True):
-            result = GradeResult.from_dict(data)
+        executor = LocalProcessExecutor(jobs, course_root=str(course.root),
+                                        assignment_id=assignment_id)
+        try:
+            futures = [executor.submit(GradingJob(str(course.root), assignment_id, str(path), name))
+                       for name, path, _ in subjects]
+            outcomes = [future.result() for future in futures]
+        finally:
+            executor.shutdown()
+        for (name, _, mutant), outcome in zip(subjects, outcomes, strict=True):
+            if outcome.error is not None:
+                verdict = Verdict(assignment_id, name, "", False, f"could not grade: {outcome.error}",
+                                  0.0, manifest.max_points)
+                verdicts.append(verdict)
+                if progress:
+                    progress(verdict)
+                continue
+            result = GradeResult.from_dict(outcome.result)
             if mutant is None:
                 ok, detail = (judge_reference if name == "reference" else judge_stubs)(result)
                 task_id = ""
