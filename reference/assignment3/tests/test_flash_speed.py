@@ -22,10 +22,7 @@ CASES = [  # (B, H, N, D, causal), float16
 def test_speed_against_the_reference_kernel(check, batch, heads, n, head_dim, causal):
     if check.device != "cuda":
         check.pending("not timed: no CUDA device")
-    try:
-        from grader.timing import judge_speed
-    except ImportError:
-        check.pending("not timed: this grader has no timing module")
+    from grader.timing import judge_speed
     from kernels.flash_attention import attention, attention_flops
 
     input_sets = []
