@@ -337,8 +337,8 @@ def test_every_mutant_is_registered_once_for_a_task_function():
     mutants = _mutants()
     ids = [m.id for m in mutants]
     assert len(ids) == len(set(ids)) and len(ids) >= 15
-    assert {manifest.task_for_function(m.function).id for m in mutants} == {"gqa", "sliding_window", "streaming",
-                                                                            "flash_forward"}
+    assert {manifest.task_for_function(m.function).id for m in mutants} == {"gqa", "kv_cache", "sliding_window",
+                                                                            "streaming", "flash_forward"}
     for m in mutants:
         assert m.section.startswith("§") and m.explanation and m.title
         ref = getattr(__import__(f"reference.assignment3.{Path(_module_of(m.function)).stem}",

@@ -287,13 +287,6 @@ def kv_cache_keys_only(n_layers, n_kv_heads, head_dim, seq_len, batch_size=1, by
     return n_layers * n_kv_heads * head_dim * seq_len * batch_size * bytes_per_value
 
 
-@mutant(function="kv_cache_bytes", id="kv_cache_counts_values", title="counted values, not bytes",
-        section="§25", explanation="Each stored number takes bytes_per_value bytes (2 for fp16/bf16): "
-        "multiply the count of values by it.")
-def kv_cache_counts_values(n_layers, n_kv_heads, head_dim, seq_len, batch_size=1, bytes_per_value=2):
-    return 2 * n_layers * n_kv_heads * head_dim * seq_len * batch_size
-
-
 @mutant(function="kv_cache_bytes", id="kv_cache_one_layer", title="one layer only",
         section="§25", explanation="Every layer keeps its own keys and values: multiply by n_layers.")
 def kv_cache_one_layer(n_layers, n_kv_heads, head_dim, seq_len, batch_size=1, bytes_per_value=2):
