@@ -360,7 +360,8 @@ def test_static_checks_pass_the_reference_and_mutants_and_catch_the_cheats():
         findings, problems = check_sources(manifest, sources)
         assert not findings and not problems, (m.id, findings)
     for fixture, group in (("assignment3_cheat_sdpa", "sdpa"), ("assignment3_cheat_nxn", "matmul")):
-        sources = {f: (FIXTURES / fixture / f).read_text(encoding="utf-8") for f in FILES}
+        sources = {f: (FIXTURES / fixture / f).read_text(encoding="utf-8") for f in FILES
+                   if (FIXTURES / fixture / f).is_file()}
         findings, _ = check_sources(manifest, sources)
         assert any(f.task == "flash_forward" and f.group == group for f in findings), (fixture, findings)
 
