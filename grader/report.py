@@ -76,7 +76,8 @@ def view_model(result: GradeResult) -> dict:
                 "speed_percent": round(100 * timing["fraction"]) if timing else None,
             })
         tasks.append({
-            "id": task.task_id, "title": task.title, "earned": task.earned, "points": task.points,
+            "id": task.task_id, "title": task.title, "earned": round(task.earned, 2),
+            "points": task.points,
             "percent": percent(task.earned, task.points), "status": task.status,
             "reason": task.reason, "bonus": task.bonus, "sections": ", ".join(task.sections),
             "passed": task.passed, "failed": task.failed, "pending": task.pending,
@@ -86,9 +87,9 @@ def view_model(result: GradeResult) -> dict:
     return {
         "title": result.assignment_title, "assignment": result.assignment_id,
         "student": result.student, "mode": result.mode,
-        "total": score.total, "max_points": score.max_points, "raw": score.raw,
+        "total": round(score.total, 2), "total_exact": score.total, "max_points": score.max_points, "raw": round(score.raw, 2),
         "percent": percent(score.total, score.max_points),
-        "late_days": score.late_days, "late_penalty": score.late_penalty,
+        "late_days": score.late_days, "late_penalty": round(score.late_penalty, 2),
         "pending_points": score.pending_points, "bonus_earned": score.bonus_earned,
         "tasks": tasks, "not_graded": not_graded,
         "findings": [f.to_dict() for f in result.findings],
