@@ -87,7 +87,8 @@ def view_model(result: GradeResult) -> dict:
     return {
         "title": result.assignment_title, "assignment": result.assignment_id,
         "student": result.student, "mode": result.mode,
-        "total": round(score.total, 2), "total_exact": score.total, "max_points": score.max_points, "raw": round(score.raw, 2),
+        "total": round(score.total, 2), "total_exact": score.total, "max_points": score.max_points,
+        "raw": round(score.raw, 2),
         "percent": percent(score.total, score.max_points),
         "late_days": score.late_days, "late_penalty": round(score.late_penalty, 2),
         "pending_points": score.pending_points, "bonus_earned": score.bonus_earned,
