@@ -44,6 +44,3 @@ class ReleaseLeak(GraderError):
 
     exit_code = 3
 
-
-class SandboxUnavailable(GraderError):
-    """No worker process could be started at all."""

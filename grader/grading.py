@@ -19,7 +19,7 @@ from grader import __version__
 from grader.course import Course
 from grader.errors import UnknownTask
 from grader.manifest import Manifest, load_manifest
-from grader.outcomes import FAILED, StaticFinding, TestOutcome
+from grader.outcomes import StaticFinding, TestOutcome
 from grader.pytest_plugin import load_reference
 from grader.quiz import ANSWERS_FILE, grade_quiz, load_key, load_questions
 from grader.runners import SandboxRunner
@@ -154,7 +154,3 @@ def grade(course: Course, assignment_id: str, submission: Submission, *,
         versions={"grader": __version__, **environment()},
         notes=tuple(list(submission.notes) + notes), student_output=student_output,
     )
-
-
-def failed_outcomes(result: GradeResult) -> list[TestOutcome]:
-    return [o for o in result.outcomes if o.status == FAILED]

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import io
-import json
 import zipfile
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -122,8 +121,3 @@ def load_submission(path: str | Path, module_files: tuple[str, ...], *, student:
         notes.append(f"missing file(s): {', '.join(missing)}")
     return Submission(files=files, source=str(path), form=form, student=student,
                       submitted_at=submitted_at, notes=tuple(notes))
-
-
-def dumps_files(files: dict[str, bytes]) -> str:
-    """A readable listing (for logs): name and size per file."""
-    return json.dumps({name: len(data) for name, data in sorted(files.items())})

@@ -18,7 +18,6 @@ from __future__ import annotations
 import zlib
 from dataclasses import dataclass, field
 
-import pytest
 import torch
 
 from grader.diagnose import Mutant, describe_difference, diagnose, outputs_match
@@ -293,7 +292,3 @@ class Check:
     def pending(self, reason: str) -> None:
         """Stop here: this test cannot be judged on this machine."""
         raise Pending(reason)
-
-    def pytest_skip_if_no_cuda(self) -> None:
-        if not torch.cuda.is_available():
-            pytest.skip("needs a CUDA device")

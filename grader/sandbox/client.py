@@ -68,7 +68,6 @@ class Sandbox:
         self.isolation = isolation.describe(isolation_level)
         self.spent_s = 0.0
         self.restarts = 0
-        self.hello: dict = {}
         self._proc: subprocess.Popen | None = None
         self._root = tempfile.mkdtemp(prefix="grade-sandbox-")
         self._output_path = os.path.join(self._root, "student-output.log")
@@ -141,8 +140,7 @@ class Sandbox:
         self.spent_s += time.monotonic() - started
         self._awaiting_hello = False
         if state == "ok" and isinstance(message, dict) and "hello" in message:
-            self.hello = message["hello"]
-            return None
+            return None  # import errors come back with the calls that need the module
         detail = self._death_detail(state, STARTUP_TIMEOUT_S)
         self.kill()
         return CallResult(status="crashed", detail=f"while importing your files: {detail}",
@@ -268,9 +266,3 @@ class Sandbox:
              timeout_s: float | None = None) -> CallResult:
         return self.request({"op": "time", "name": name, "input_sets": input_sets,
                              "options": options}, timeout_s)
-
-    def import_errors(self) -> dict:
-        failed = self._ensure_ready()
-        if failed is not None:
-            return {"worker": {"type": "WorkerCrash", "message": failed.detail, "frames": []}}
-        return dict(self.hello.get("import_errors", {}))
