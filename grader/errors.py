@@ -44,3 +44,16 @@ class ReleaseLeak(GraderError):
 
     exit_code = 3
 
+
+class SettingsError(GraderError):
+    """course.toml (course-wide settings) is malformed."""
+
+
+class SandboxRefused(GraderError):
+    """No sandbox level the course requires for an official grade is available here."""
+
+    exit_code = 4
+
+
+class SandboxFailed(GraderError):
+    """The sandbox worker could not be started (a host problem, never the student's)."""

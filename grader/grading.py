@@ -17,14 +17,16 @@ import torch
 
 from grader import __version__
 from grader.course import Course
-from grader.errors import UnknownTask
+from grader.errors import SandboxFailed, SandboxRefused, UnknownTask
 from grader.manifest import Manifest, load_manifest
 from grader.outcomes import StaticFinding, TestOutcome
+from grader.policy import OVERRIDE_FLAG, refusal
 from grader.pytest_plugin import load_reference
 from grader.quiz import ANSWERS_FILE, grade_quiz, load_key, load_questions
 from grader.runners import SandboxRunner
-from grader.sandbox.client import Sandbox
+from grader.sandbox.client import Sandbox, SandboxUnavailable
 from grader.scoring import Score, score
+from grader.settings import CourseSettings, load_settings
 from grader.static_checks import check_sources
 from grader.submission import Submission, load_submission
 from grader.suite import run_suite
@@ -51,11 +53,12 @@ class GradeResult:
     graded_at: str
     seed: int
     isolation: str
-    isolation_level: str
+    isolation_level: str  # the layers that took effect, e.g. process+uid+landlock+seccomp+reaper
     duration_s: float
     versions: dict = field(default_factory=dict)
     notes: tuple[str, ...] = ()
     student_output: str = ""
+    sandbox_override: bool = False  # graded with --allow-weak-sandbox below the course's requirement
 
     def to_dict(self) -> dict:
         data = asdict(self)
@@ -99,10 +102,27 @@ def open_submission(course: Course, assignment_id: str, workspace: str | Path | 
     return load_submission(workspace, manifest.files, student=student, submitted_at=submitted_at)
 
 
+def _sandbox_gate(isolation, settings: CourseSettings, mode: str, allow_weak: bool) -> str | None:
+    """None, or the note that records a weak sandbox; raises SandboxRefused for an official grade."""
+    reason = refusal(isolation, settings.sandbox)
+    if reason is None or mode != "submit":
+        return None
+    if not allow_weak:
+        raise SandboxRefused(reason)
+    return (f"graded with {OVERRIDE_FLAG}: the sandbox was {isolation.level}, below the course's "
+            f"requirement ({settings.sandbox.required_text()})")
+
+
 def grade(course: Course, assignment_id: str, submission: Submission, *,
           mode: str = "submit", only_task: str | None = None, seed: int | None = None,
-          use_gpu: bool | None = None) -> GradeResult:
-    """Grade one submission. Raises GraderError only when grading is impossible."""
+          use_gpu: bool | None = None, allow_weak_sandbox: bool = False,
+          protected: tuple[str, ...] = ()) -> GradeResult:
+    """Grade one submission. Raises GraderError only when grading is impossible.
+
+    An official grade (mode "submit") needs a sandbox level the course requires
+    (grader.policy): SandboxRefused otherwise, unless `allow_weak_sandbox`, which
+    the result records. `protected` adds paths the worker must not read (a
+    gradebook outside the course, say); the course root always is."""
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}")
     started = time.perf_counter()
@@ -113,14 +133,23 @@ def grade(course: Course, assignment_id: str, submission: Submission, *,
     seed = seed if seed is not None else random.SystemRandom().randrange(1, 2**31)
     use_gpu = torch.cuda.is_available() if use_gpu is None else use_gpu
     limits = manifest.limits
+    settings = load_settings(course.root)
     sandbox = Sandbox(submission.files, list(manifest.files), call_timeout_s=limits.call_timeout_s,
                       budget_s=limits.submission_budget_s, memory_mb=limits.memory_mb,
                       cpu_time_s=limits.cpu_time_s, file_size_mb=limits.file_size_mb,
                       output_cap_kb=limits.output_cap_kb, max_processes=limits.max_processes,
-                      use_gpu=use_gpu)
+                      use_gpu=use_gpu, uid_range=settings.sandbox.uid_range,
+                      protected=(str(course.root), *protected))
     try:
+        _sandbox_gate(sandbox.isolation, settings, mode, allow_weak_sandbox)  # refuse before any work
         sandbox.start()  # the worker imports torch while we run the static checks
         findings, notes = _static_outcomes(manifest, submission)
+        try:
+            confirmed = sandbox.wait_ready()
+        except SandboxUnavailable as exc:
+            raise SandboxFailed(str(exc)) from exc
+        weak = _sandbox_gate(confirmed, settings, mode, allow_weak_sandbox)
+        notes += [weak] if weak else []
         if mode == "submit":
             reference, mutants = load_reference(course.root, assignment_id, manifest.files)
             tests_dir = course.reference_for(assignment_id) / "tests"
@@ -150,6 +179,7 @@ def grade(course: Course, assignment_id: str, submission: Submission, *,
         submitted_at=submission.submitted_at.isoformat() if submission.submitted_at else None,
         graded_at=datetime.now(UTC).isoformat(timespec="seconds"), seed=seed,
         isolation=isolation.description, isolation_level=isolation.level,
+        sandbox_override=weak is not None,
         duration_s=round(time.perf_counter() - started, 3),
         versions={"grader": __version__, **environment()},
         notes=tuple(list(submission.notes) + notes), student_output=student_output,

@@ -1,14 +1,21 @@
 """The trusted side of the sandbox: start, call, time out, restart.
 
 `Sandbox.call()` never raises for anything the student's code does; it
-returns a `CallResult` whose `status` says what happened. `StudentModule`
-turns those results into exceptions a test can let fly (see grader.testing).
+returns a `CallResult` whose `status` says what happened; grader.testing
+turns those results into failures a test can let fly.
+
+A worker is started as: this process → supervisor (trusted, a subreaper;
+grader.sandbox.supervisor) → worker (forked, fenced in by
+grader.sandbox.layers before any student file is imported), inside
+bubblewrap where it works. Every wait on the worker, start-up included, has
+a deadline inside the submission's budget, which is wall-clock time from the
+Sandbox's creation: one submission never costs more than its budget, and a
+worker that stops half-way through a reply cannot hold the grader.
 """
 
 from __future__ import annotations
 
 import os
-import select
 import shutil
 import signal
 import subprocess
@@ -20,10 +27,17 @@ from pathlib import Path
 
 import torch
 
-from grader.sandbox import isolation, protocol
+from grader.sandbox import isolation, protocol, uids
 from grader.sandbox.facts import CallFacts
+from grader.sandbox.isolation import Isolation
+from grader.sandbox.layers import WorkerSpec
 
-STARTUP_TIMEOUT_S = 120.0
+STARTUP_TIMEOUT_S = 120.0  # torch's import in a fresh worker, on a loaded machine
+STOP_TIMEOUT_S = 10.0
+
+
+class SandboxUnavailable(RuntimeError):
+    """No worker could be started: a host problem, since no student code has run yet."""
 
 
 @dataclass
@@ -45,31 +59,89 @@ def _signal_name(code: int) -> str:
         return f"signal {code}"
 
 
+def _read_status(fd: int) -> int | None:
+    """The worker's wait status from the supervisor's status pipe ("exit N"), if it wrote one."""
+    os.set_blocking(fd, False)
+    data = b""
+    while True:
+        try:
+            chunk = os.read(fd, 4096)
+        except OSError:
+            break
+        if not chunk:
+            break
+        data += chunk
+    for line in data.decode(errors="replace").splitlines():
+        word, _, value = line.partition(" ")
+        if word == "exit" and value.lstrip("-").isdigit():
+            return int(value)
+    return None
+
+
+def describe_status(status: int | None) -> str:
+    """A worker's wait status in words a student can act on."""
+    if status is None:
+        return "stopped answering"
+    if os.WIFSIGNALED(status):
+        name = _signal_name(os.WTERMSIG(status))
+        if name == "SIGXCPU":
+            return "used up its CPU-time limit (SIGXCPU)"
+        if name == "SIGKILL":
+            return "was killed (SIGKILL): most likely the memory limit"
+        if name == "SIGSEGV":
+            return "crashed with a segmentation fault (SIGSEGV)"
+        return f"was killed by {name}"
+    return f"exited with code {os.WEXITSTATUS(status)} (os._exit or a hard exit in your code)"
+
+
 class Sandbox:
     """One student's worker process, restarted after every timeout or crash."""
 
     def __init__(self, files: dict[str, bytes], modules: list[str], *, call_timeout_s: float = 30.0,
                  budget_s: float = 600.0, memory_mb: int = 8192, cpu_time_s: int = 900,
                  file_size_mb: int = 64, output_cap_kb: int = 64, max_processes: int = 256,
-                 use_gpu: bool | None = None,
-                 isolation_level: str | None = None):
+                 use_gpu: bool | None = None, isolation_level: str | None = None,
+                 uid_range: tuple[int, int] | None = uids.DEFAULT_UID_RANGE,
+                 protected: tuple[str, ...] = (), max_reply_mb: int = 256):
         self.files = files
         self.modules = modules
         self.call_timeout_s = call_timeout_s
         self.budget_s = budget_s
+        self.deadline = time.monotonic() + budget_s
         self.memory_mb = memory_mb
         self.cpu_time_s = cpu_time_s
         self.file_size_mb = file_size_mb
         self.max_processes = max_processes
         self.output_cap = output_cap_kb * 1024
+        self.max_reply_bytes = max_reply_mb << 20
+        self.protected = tuple(str(p) for p in protected)
         self.use_gpu = torch.cuda.is_available() if use_gpu is None else use_gpu
-        if isolation_level is None:
-            isolation_level = "bubblewrap" if isolation.bwrap_works() else "process"
-        self.isolation = isolation.describe(isolation_level)
-        self.spent_s = 0.0
         self.restarts = 0
+        self._slot: uids.UidSlot | None = None
+        if uid_range is not None and os.geteuid() == 0:
+            try:
+                self._slot = uids.claim(uid_range)
+            except (OSError, RuntimeError):
+                self._slot = None
+        self.host = isolation.host_layers(self._slot.uid if self._slot else None)
+        if self.host.uid and self._slot is not None:  # that uid cannot run Python here: do not use it
+            self._slot.release()
+            self._slot = None
+        if isolation_level is None:
+            isolation_level = "bubblewrap" if self.host.bubblewrap else "process"
+        self.base = isolation_level
+        predicted = self.host.predicted()
+        missing = dict(predicted.missing)
+        if isolation_level == "process" and self.host.bubblewrap:
+            missing["bubblewrap"] = "not used for this worker"
+        layers = (set(predicted.layers) - {"bubblewrap", "process"}) | {isolation_level}
+        self.isolation = Isolation(isolation.ordered(layers), {}, missing)
         self._proc: subprocess.Popen | None = None
+        self._ready = False
+        self._awaiting_hello = False
         self._root = tempfile.mkdtemp(prefix="grade-sandbox-")
+        os.chmod(self._root, 0o711)  # the worker's uid may pass through, not list
+        self._runtime: Path | None = None
         self._output_path = os.path.join(self._root, "student-output.log")
         self._output_read = 0
         self.output_log: list[str] = []
@@ -82,114 +154,182 @@ class Sandbox:
             target = Path(workdir, name)
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_bytes(data)
-        os.makedirs(os.path.join(workdir, ".home"), exist_ok=True)
+        for private in (".home", ".tmp"):
+            os.makedirs(os.path.join(workdir, private), exist_ok=True)
+        if self._slot is not None:  # the worker owns its own folder, and nothing else
+            for folder, dirs, names in os.walk(workdir):
+                for path in [folder, *(os.path.join(folder, n) for n in dirs + names)]:
+                    os.lchown(path, self._slot.uid, self._slot.gid)
         return workdir
+
+    def _spec(self, workdir: str, runtime: str, fds: dict[str, int]) -> WorkerSpec:
+        bwrap = self.base == "bubblewrap"
+        return WorkerSpec(
+            workdir=isolation.WORKDIR_MOUNT if bwrap else workdir, modules=list(self.modules), **fds,
+            memory_mb=self.memory_mb, cpu_time_s=self.cpu_time_s, file_size_mb=self.file_size_mb,
+            max_processes=self.max_processes, use_gpu=self.use_gpu,
+            uid=None if (bwrap or self._slot is None) else self._slot.uid,
+            landlock=self.host.landlock_abi >= 1, seccomp=not self.host.seccomp,
+            read_paths=isolation.python_roots() + isolation.library_paths(self.use_gpu) + [runtime],
+            protected=list(self.protected))
 
     def start(self) -> None:
         """Start a worker (the caller may do other work until the first call)."""
         if self._proc is not None:
             return
         workdir = self._fresh_workdir()
+        if self._runtime is None:
+            self._runtime = isolation.build_runtime(Path(self._root) / "runtime")
+        bwrap = self.base == "bubblewrap"
+        runtime = isolation.RUNTIME_MOUNT if bwrap else str(self._runtime)
         req_r, req_w = os.pipe()
         rep_r, rep_w = os.pipe()
-        bwrap = self.isolation.level == "bubblewrap"
-        runtime = isolation.RUNTIME_MOUNT if bwrap else str(isolation.GRADER_PACKAGE.parent)
-        home = f"{isolation.WORKDIR_MOUNT}/.home" if bwrap else os.path.join(workdir, ".home")
+        life_r, life_w = os.pipe()
+        stat_r, stat_w = os.pipe()
+        spec = self._spec(workdir, runtime, {"request_fd": req_r, "reply_fd": rep_w, "lifeline_fd": life_r,
+                                             "status_fd": stat_w})
         bootstrap = (f"import sys; sys.path.insert(0, {runtime!r}); "
-                     f"from grader.sandbox.worker import main; "
-                     f"main({req_r}, {rep_w}, {list(self.modules)!r})")
+                     f"from grader.sandbox.supervisor import main; main({spec.to_json()!r})")
         command = [sys.executable, "-I", "-c", bootstrap]
+        user: dict = {}
         if bwrap:
-            command = isolation.bwrap_command(workdir, self.use_gpu) + command
+            command = isolation.bwrap_command(workdir, str(self._runtime), self.use_gpu) + command
+            if self._slot is not None:  # bubblewrap itself runs as the worker's uid
+                user = {"user": self._slot.uid, "group": self._slot.gid, "extra_groups": []}
+        env = isolation.scrubbed_env(self.use_gpu, os.path.join(spec.workdir, ".home"),
+                                     os.path.join(spec.workdir, ".tmp"))
         output = open(self._output_path, "ab")
+        os.chmod(self._output_path, 0o600)
         self._output_read = output.tell()
         try:
             self._proc = subprocess.Popen(
-                command, cwd=workdir, env=isolation.scrubbed_env(self.use_gpu, home),
-                stdin=subprocess.DEVNULL, stdout=output, stderr=subprocess.STDOUT,
-                pass_fds=(req_r, rep_w), start_new_session=True, close_fds=True,
-                preexec_fn=lambda: isolation.limit_resources(
-                    self.memory_mb, self.cpu_time_s, self.file_size_mb, self.use_gpu,
-                    self.max_processes),
-            )
+                command, cwd=workdir, env=env, stdin=subprocess.DEVNULL, stdout=output, stderr=subprocess.STDOUT,
+                pass_fds=(req_r, rep_w, life_r, stat_w), start_new_session=True, close_fds=True, **user)
         finally:
             output.close()
-            os.close(req_r)
-            os.close(rep_w)
-        self._req_w, self._rep_r = req_w, rep_r
+            for fd in (req_r, rep_w, life_r, stat_w):
+                os.close(fd)
+        os.set_blocking(req_w, False)  # a worker that stops reading costs a deadline, not a hang
+        self._req_w, self._rep_r, self._life_w, self._stat_r = req_w, rep_r, life_w, stat_r
+        self._ready = False
         self._awaiting_hello = True
 
-    def _read_reply(self, timeout: float) -> tuple[str, object]:
+    def _confirm(self, message: dict) -> None:
+        """The isolation of the worker that just reported: its own report, checked from outside."""
+        report = message.get("ready") or {}
+        details = {k: str(v) for k, v in (report.get("applied") or {}).items()}
+        missing = {k: v for k, v in self.isolation.missing.items() if k in ("bubblewrap", "uid")}
+        missing.update({k: str(v) for k, v in (report.get("missing") or {}).items()})
+        layers = {self.base, "reaper", *details}
+        details[self.base] = ("own user, PID, network, IPC and mount namespaces" if self.base == "bubblewrap"
+                              else "own session, scrubbed environment, resource limits")
+        details["reaper"] = "subreaper supervisor" + (" and PID namespace" if self.base == "bubblewrap" else "")
+        if self.base == "bubblewrap" and self._slot is not None:
+            layers.add("uid")
+            details["uid"] = f"bubblewrap runs as uid {self._slot.uid}, no supplementary groups"
+        if self.base == "process":  # evidence before belief: what /proc shows from outside
+            seen = isolation.observed(int(message.get("pid", -1)))
+            checks = {"uid": seen.get("Uid") == str(self._slot.uid if self._slot else -1),
+                      "landlock": seen.get("NoNewPrivs") == "1", "seccomp": seen.get("Seccomp") == "2"}
+            for layer, holds in checks.items():
+                if layer in layers and not holds:
+                    layers.discard(layer)
+                    missing[layer] = "reported by the worker but not visible in /proc"
+        self.isolation = Isolation(isolation.ordered(layers), details, missing)
+
+    def _read(self, deadline: float) -> tuple[str, object]:
         """('ok', message) | ('timeout', None) | ('closed', None) | ('garbled', text)."""
-        ready, _, _ = select.select([self._rep_r], [], [], max(0.0, timeout))
-        if not ready:
-            return "timeout", None
         try:
-            return "ok", protocol.read_message(self._rep_r)
+            return "ok", protocol.read_message(self._rep_r, deadline, self.max_reply_bytes)
+        except protocol.DeadlinePassed:
+            return "timeout", None
         except protocol.ChannelClosed:
             return "closed", None
         except protocol.ProtocolError as exc:
             return "garbled", str(exc)
 
-    def _ensure_ready(self) -> CallResult | None:
+    def wait_ready(self) -> Isolation:
+        """Start the worker if needed and wait until its fences are up; the confirmed isolation.
+
+        Raises SandboxUnavailable when no worker comes up."""
         self.start()
+        if self._ready:
+            return self.isolation
+        deadline = min(self.deadline, time.monotonic() + STARTUP_TIMEOUT_S)
+        state, message = self._read(deadline)
+        if state != "ok" or not isinstance(message, dict) or "ready" not in message:
+            detail = self._death_detail(state, STARTUP_TIMEOUT_S)
+            self.kill()
+            output = self._new_output().strip()
+            raise SandboxUnavailable(f"the sandbox worker did not start: it {detail}"
+                                     + (f" ({output[-300:]})" if output else ""))
+        self._confirm(message)
+        self._ready = True
+        return self.isolation
+
+    def _ensure_ready(self) -> CallResult | None:
+        try:
+            self.wait_ready()
+        except SandboxUnavailable as exc:
+            return CallResult(status="crashed", detail=str(exc))
         if not self._awaiting_hello:
             return None
-        started = time.monotonic()
-        state, message = self._read_reply(STARTUP_TIMEOUT_S)
-        self.spent_s += time.monotonic() - started
         self._awaiting_hello = False
+        timeout = max(0.0, min(self.call_timeout_s, self.budget_left_s))
+        state, message = self._read(time.monotonic() + timeout)
         if state == "ok" and isinstance(message, dict) and "hello" in message:
             return None  # import errors come back with the calls that need the module
-        detail = self._death_detail(state, STARTUP_TIMEOUT_S)
+        detail = self._death_detail(state, timeout)
         self.kill()
-        return CallResult(status="crashed", detail=f"while importing your files: {detail}",
-                          output=self._new_output())
+        return CallResult(status="timeout" if state == "timeout" else "crashed",
+                          detail=f"while importing your files: {detail}", output=self._new_output())
 
     def _death_detail(self, state: str, timeout: float) -> str:
         if state == "timeout":
             return f"did not answer within {timeout:g} s"
         if state == "garbled":
-            return "the worker's channel was corrupted"
-        code = self._proc.wait(timeout=10) if self._proc else None
-        if code is None:
-            return "the worker stopped answering"
-        if code > 128 and self.isolation.level == "bubblewrap":
-            code = -(code - 128)  # bwrap's init reports a signal death as 128 + signal
-        if code < 0:
-            name = _signal_name(-code)
-            if name == "SIGXCPU":
-                return "used up its CPU-time limit (SIGXCPU)"
-            if name == "SIGKILL":
-                return "was killed (SIGKILL): most likely the memory limit"
-            if name == "SIGSEGV":
-                return "crashed with a segmentation fault (SIGSEGV)"
-            return f"was killed by {name}"
-        return f"exited with code {code} (os._exit or a hard exit in your code)"
+            return "broke the grader's channel (its reply was not a valid message)"
+        return describe_status(self._stop())
 
-    def kill(self) -> None:
-        """Kill the worker's whole process group; the next call starts a fresh one."""
+    def _stop(self) -> int | None:
+        """End the worker and everything it started; the worker's wait status, if known."""
         if self._proc is None:
-            return
+            return None
+        proc, self._proc = self._proc, None
+        self._ready = False
+        self.restarts += 1
+        os.close(self._life_w)  # the supervisor kills the whole tree, reports and exits
         try:
-            os.killpg(self._proc.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
-        try:
-            self._proc.wait(timeout=10)
+            proc.wait(timeout=STOP_TIMEOUT_S)
         except subprocess.TimeoutExpired:
-            pass
-        for fd in (self._req_w, self._rep_r):
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+            try:
+                proc.wait(timeout=STOP_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                pass
+        if self._slot is not None:
+            uids.sweep(self._slot.uid)  # whatever might have left the tree, by uid
+        status = _read_status(self._stat_r)
+        for fd in (self._req_w, self._rep_r, self._stat_r):
             try:
                 os.close(fd)
             except OSError:
                 pass
-        self._proc = None
-        self.restarts += 1
+        return status
+
+    def kill(self) -> None:
+        """Kill the worker and all it started; the next call starts a fresh one."""
+        self._stop()
 
     def close(self) -> None:
         self.kill()
         shutil.rmtree(self._root, ignore_errors=True)
+        if self._slot is not None:
+            self._slot.release()
+            self._slot = None
 
     def __enter__(self) -> Sandbox:
         return self
@@ -216,7 +356,7 @@ class Sandbox:
     # -------------------------------------------------------------------- calls
     @property
     def budget_left_s(self) -> float:
-        return self.budget_s - self.spent_s
+        return self.deadline - time.monotonic()
 
     def request(self, message: dict, timeout_s: float | None = None) -> CallResult:
         """Send one request; always returns a CallResult, never raises for student faults."""
@@ -226,21 +366,27 @@ class Sandbox:
         failed = self._ensure_ready()
         if failed is not None:
             return failed
-        timeout = min(timeout_s or self.call_timeout_s, self.budget_left_s)
-        started = time.monotonic()
+        timeout = max(0.0, min(timeout_s or self.call_timeout_s, self.budget_left_s))
+        deadline = time.monotonic() + timeout
         try:
-            protocol.write_message(self._req_w, message)
-            state, reply = self._read_reply(timeout)
-        except (BrokenPipeError, OSError):
+            protocol.write_message(self._req_w, message, deadline)
+            state, reply = self._read(deadline)
+        except protocol.DeadlinePassed:
+            state, reply = "timeout", None
+        except OSError:  # the worker is gone (broken pipe)
             state, reply = "closed", None
-        self.spent_s += time.monotonic() - started
+        if state == "ok" and not isinstance(reply, dict):
+            state = "garbled"
         if state != "ok":
             detail = self._death_detail(state, timeout)
             status = "timeout" if state == "timeout" else "crashed"
             self.kill()
             return CallResult(status=status, detail=detail, output=self._new_output())
         output = self._new_output()
-        facts = CallFacts.from_message(reply.get("facts"))
+        try:
+            facts = CallFacts.from_message(reply.get("facts"))
+        except TypeError:
+            facts = CallFacts()
         if reply.get("ok"):
             return CallResult(status="ok", value=reply.get("value"), facts=facts, output=output)
         if reply.get("missing"):
@@ -251,9 +397,11 @@ class Sandbox:
                                   detail=", ".join(sorted(errors)), output=output)
             return CallResult(status="missing", detail=name, output=output)
         if "unsupported" in reply:
-            return CallResult(status="unsupported", detail=reply["unsupported"], facts=facts,
+            return CallResult(status="unsupported", detail=str(reply["unsupported"]), facts=facts,
                               output=output)
-        return CallResult(status="raised", error=reply.get("error", {}), facts=facts, output=output)
+        error = reply.get("error", {})
+        return CallResult(status="raised", error=error if isinstance(error, dict) else {}, facts=facts,
+                          output=output)
 
     def call(self, name: str, args: tuple = (), kwargs: dict | None = None, *,
              forbidden: tuple[str, ...] = (), track_tensors: bool = False,

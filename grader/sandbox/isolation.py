@@ -1,64 +1,101 @@
-"""How the worker process is fenced in: bubblewrap namespaces when they work,
-plain process limits otherwise. The level used is recorded in every report.
+"""Which sandbox layers this host can give a worker, and how to launch one.
+
+A level is the list of layers that took effect, joined by '+', e.g.
+`process+uid+landlock+seccomp+reaper` or `bubblewrap+uid+landlock+seccomp+reaper`:
+
+- bubblewrap: own user, PID, network, IPC and mount namespaces (only the
+  submission folder and read-only system paths exist inside);
+- process: a separate process in its own session with a scrubbed environment
+  and resource limits (the base when namespaces are unavailable, e.g. in
+  Docker or on Gradescope, whose seccomp profile blocks user namespaces);
+- uid: an unprivileged uid of its own, no supplementary groups (root only);
+- landlock: read-only system and Python, read-write only its own folder, its
+  own /proc entry only, no TCP, signals and abstract sockets scoped;
+- seccomp: no tracing, other processes' memory, new sockets, namespaces, mounts;
+- reaper: every descendant ends with the worker (a subreaper supervisor, and
+  a PID namespace under bubblewrap).
+
+Every layer is detected, applied where it exists (inside bubblewrap too), and
+named in every report; grader.policy decides whether a level may give an
+official grade.
 """
 
 from __future__ import annotations
 
 import functools
 import os
-import resource
 import shutil
 import subprocess
 import sys
 import sysconfig
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
-GRADER_PACKAGE = Path(__file__).resolve().parent.parent  # .../grader
-RUNTIME_MOUNT = "/opt/grader-runtime"  # where the grader package appears inside bwrap
+from grader.sandbox import landlock, seccomp_filter, uids
+
+SANDBOX_PACKAGE = Path(__file__).resolve().parent  # .../grader/sandbox
+RUNTIME_MOUNT = "/opt/grader-runtime"  # where the runtime copy appears inside bwrap
 WORKDIR_MOUNT = "/submission"
+LAYER_ORDER = ("bubblewrap", "process", "uid", "landlock", "seccomp", "reaper")
+# What the worker runs, and nothing else of the grader: the runtime copy holds these only.
+WORKER_MODULES = ("__init__.py", "facts.py", "landlock.py", "layers.py", "protocol.py", "seccomp_filter.py",
+                  "supervisor.py", "timer.py", "worker.py")
 
 
 @dataclass(frozen=True)
 class Isolation:
-    level: str  # "bubblewrap" or "process"
-    description: str
+    """The layers of one worker: what took effect, and why any other is missing."""
+
+    layers: tuple[str, ...]
+    details: dict[str, str] = field(default_factory=dict)
+    missing: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def level(self) -> str:
+        return "+".join(self.layers)
+
+    @property
+    def description(self) -> str:
+        text = "; ".join(f"{name}: {self.details.get(name, 'on')}" for name in self.layers)
+        if self.missing:
+            text += " — missing: " + "; ".join(f"{name} ({why})" for name, why in self.missing.items())
+        return text
 
 
-@functools.lru_cache(maxsize=1)
-def bwrap_works() -> bool:
-    """True when bubblewrap can create namespaces here (it cannot in some containers)."""
-    if os.environ.get("GRADE_NO_BWRAP"):
-        return False
+def ordered(layers) -> tuple[str, ...]:
+    return tuple(name for name in LAYER_ORDER if name in layers)
+
+
+@functools.lru_cache(maxsize=4)
+def _bwrap_probe(as_uid: int | None) -> bool:
     bwrap = shutil.which("bwrap")
     if not bwrap:
         return False
+    user = {} if as_uid is None else {"user": as_uid, "group": as_uid, "extra_groups": []}
     try:
-        probe = subprocess.run(
-            [bwrap, "--ro-bind", "/", "/", "--unshare-all", "--die-with-parent", "true"],
-            capture_output=True, timeout=10,
-        )
-    except (OSError, subprocess.TimeoutExpired):
+        probe = subprocess.run([bwrap, "--ro-bind", "/", "/", "--unshare-all", "--die-with-parent", "true"],
+                               capture_output=True, timeout=10, **user)
+    except (OSError, subprocess.SubprocessError):
         return False
     return probe.returncode == 0
 
 
-def describe(level: str) -> Isolation:
-    if level == "bubblewrap":
-        return Isolation(level, "bubblewrap: own user, PID, network, IPC and mount namespaces; "
-                                "read-only system, only the submission folder writable; "
-                                "no network; resource limits")
-    return Isolation(level, "process: separate process group, scrubbed environment, private "
-                            "temporary folder, resource limits (bubblewrap unavailable here)")
+def bwrap_works(as_uid: int | None = None) -> bool:
+    """True when bubblewrap can create namespaces here (it cannot in most containers).
+
+    `GRADE_NO_BWRAP=1` forces the no-namespace level, as on such a host."""
+    if os.environ.get("GRADE_NO_BWRAP"):
+        return False
+    return _bwrap_probe(as_uid)
 
 
-def _python_roots() -> list[str]:
+def python_roots() -> list[str]:
+    """The outermost folders of this Python installation (prefixes, stdlib, site-packages)."""
     roots = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix}
     for key in ("purelib", "platlib", "stdlib", "platstdlib"):
         path = sysconfig.get_paths().get(key)
         if path:
             roots.add(path)
-    # Keep only outermost folders that exist and are not already covered.
     existing = sorted({os.path.realpath(r) for r in roots if r and os.path.exists(r)})
     outer: list[str] = []
     for path in existing:
@@ -67,7 +104,96 @@ def _python_roots() -> list[str]:
     return outer
 
 
-def bwrap_command(workdir: str, use_gpu: bool) -> list[str]:
+def library_paths(use_gpu: bool) -> list[str]:
+    """Extra library folders a GPU worker loads from (the CUDA driver's, from LD_LIBRARY_PATH)."""
+    if not use_gpu:
+        return []
+    return [p for p in os.environ.get("LD_LIBRARY_PATH", "").split(":") if p and os.path.isdir(p)]
+
+
+def runtime_files() -> tuple[str, ...]:
+    """Files the uid layer needs readable by the worker's user: the interpreter and torch."""
+    import torch
+
+    files = [os.__file__, torch.__file__]
+    try:
+        import triton
+
+        files.append(triton.__file__)
+    except ImportError:
+        pass
+    return tuple(os.path.realpath(f) for f in files)
+
+
+def build_runtime(target: Path) -> Path:
+    """A private copy of only what the worker runs: target/grader/sandbox/<WORKER_MODULES>.
+
+    Never the course root and never the whole grader package: student code that
+    walks sys.path finds the sandbox's own modules and nothing else of ours."""
+    package = target / "grader" / "sandbox"
+    package.mkdir(parents=True)
+    (target / "grader" / "__init__.py").write_text('"""The sandbox worker\'s runtime copy."""\n')
+    for name in WORKER_MODULES:
+        shutil.copyfile(SANDBOX_PACKAGE / name, package / name)
+    for folder in (target, target / "grader", package):
+        folder.chmod(0o755)
+    for item in package.iterdir():
+        item.chmod(0o644)
+    return target
+
+
+@dataclass(frozen=True)
+class HostLayers:
+    """What this host can give a worker, before one is started."""
+
+    bubblewrap: bool
+    uid: str  # "" when available, else why not
+    landlock_abi: int
+    seccomp: str  # "" when available, else why not
+
+    def predicted(self) -> Isolation:
+        layers = {"bubblewrap" if self.bubblewrap else "process", "reaper"}
+        missing: dict[str, str] = {}
+        if not self.bubblewrap:
+            missing["bubblewrap"] = bubblewrap_reason()
+        for name, reason in (("uid", self.uid), ("seccomp", self.seccomp)):
+            if reason:
+                missing[name] = reason
+            else:
+                layers.add(name)
+        if self.landlock_abi >= 1:
+            layers.add("landlock")
+        else:
+            missing["landlock"] = "this kernel has no Landlock"
+        return Isolation(ordered(layers), {}, missing)
+
+
+def bubblewrap_reason() -> str:
+    if os.environ.get("GRADE_NO_BWRAP"):
+        return "turned off by GRADE_NO_BWRAP"
+    if not shutil.which("bwrap"):
+        return "bwrap is not installed"
+    return "bwrap cannot create namespaces here (a container's seccomp profile blocks them)"
+
+
+def uid_reason(uid: int | None) -> str:
+    """'' when the worker can run as `uid`, else why not."""
+    if os.geteuid() != 0:
+        return "the grader is not root, so it cannot give the worker a uid of its own"
+    if uid is None:
+        return "no uid could be claimed"
+    return uids.runtime_reachable(uid, runtime_files())
+
+
+def host_layers(probe_uid: int | None) -> HostLayers:
+    """Detect the layers (cheap; the probes are cached per process)."""
+    uid_problem = uid_reason(probe_uid)
+    as_uid = probe_uid if not uid_problem else None
+    return HostLayers(bubblewrap=bwrap_works(as_uid), uid=uid_problem, landlock_abi=landlock.abi_version(),
+                      seccomp=seccomp_filter.available())
+
+
+def bwrap_command(workdir: str, runtime: str, use_gpu: bool) -> list[str]:
     cmd = ["bwrap", "--unshare-all", "--die-with-parent", "--new-session",
            "--proc", "/proc", "--tmpfs", "/tmp", "--tmpfs", "/run"]
     cmd += ["--dev-bind", "/dev", "/dev"] if use_gpu else ["--dev", "/dev"]
@@ -80,20 +206,21 @@ def bwrap_command(workdir: str, use_gpu: bool) -> list[str]:
                 cmd += ["--symlink", os.readlink(system), system]
             else:
                 cmd += ["--ro-bind", system, system]
-    for root in _python_roots():
+    for root in python_roots() + library_paths(use_gpu):
         cmd += ["--ro-bind", root, root]
     if use_gpu and os.path.isdir("/sys"):
         cmd += ["--ro-bind", "/sys", "/sys"]
-    cmd += ["--ro-bind", str(GRADER_PACKAGE), f"{RUNTIME_MOUNT}/grader"]
+    cmd += ["--ro-bind", runtime, RUNTIME_MOUNT]
     cmd += ["--bind", workdir, WORKDIR_MOUNT, "--chdir", WORKDIR_MOUNT]
     return cmd
 
 
-def scrubbed_env(use_gpu: bool, home: str) -> dict[str, str]:
+def scrubbed_env(use_gpu: bool, home: str, tmp: str) -> dict[str, str]:
     """Only what the worker needs; no tokens, proxies or course paths."""
     env = {
         "PATH": "/usr/bin:/bin",
         "HOME": home,
+        "TMPDIR": tmp,
         "LANG": "C.UTF-8",
         "PYTHONDONTWRITEBYTECODE": "1",
         "PYTHONHASHSEED": "0",
@@ -114,21 +241,15 @@ def scrubbed_env(use_gpu: bool, home: str) -> dict[str, str]:
     return env
 
 
-def limit_resources(memory_mb: int, cpu_time_s: int, file_size_mb: int,
-                    use_gpu: bool, max_processes: int = 256) -> None:
-    """Run in the child between fork and exec (preexec_fn).
-
-    RLIMIT_NPROC counts every process of the real user and is not enforced for
-    root; a fork bomb is then still contained by bubblewrap's PID namespace and
-    killed with it."""
-    if os.getuid() != 0:
-        current = resource.getrlimit(resource.RLIMIT_NPROC)[0]
-        if current == resource.RLIM_INFINITY or current > max_processes:
-            resource.setrlimit(resource.RLIMIT_NPROC, (max_processes, max_processes))
-    resource.setrlimit(resource.RLIMIT_CPU, (cpu_time_s, cpu_time_s + 5))
-    size = file_size_mb * 1024 * 1024
-    resource.setrlimit(resource.RLIMIT_FSIZE, (size, size))
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    if not use_gpu:  # the CUDA driver reserves huge address space: no AS limit there
-        limit = memory_mb * 1024 * 1024
-        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+def observed(pid: int) -> dict[str, str]:
+    """What /proc says about a worker from outside: its real uid, no_new_privs, seccomp mode."""
+    seen: dict[str, str] = {}
+    try:
+        with open(f"/proc/{pid}/status") as fh:
+            for line in fh:
+                key, _, value = line.partition(":")
+                if key in ("Uid", "NoNewPrivs", "Seccomp"):
+                    seen[key] = value.split()[0]
+    except OSError:
+        pass
+    return seen

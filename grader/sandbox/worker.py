@@ -1,9 +1,9 @@
 """The sandbox worker: imports the student's modules and serves calls.
 
-Started by `client.Sandbox` as `python -I -c "...worker.main(rfd, wfd)"` in a
-temporary folder holding only the student's files. It answers requests on a
-private pipe; stdout and stderr belong to the student and are captured by the
-parent into a capped file.
+Forked by the supervisor (grader.sandbox.supervisor) in a temporary folder
+holding only the student's files, after the sandbox layers are up. It answers
+requests on a private pipe; stdout and stderr belong to the student and are
+captured by the trusted side into a capped file.
 """
 
 from __future__ import annotations
@@ -151,16 +151,23 @@ class Worker:
         return {"ok": True, "value": samples}
 
 
-def main(request_fd: int, reply_fd: int, modules: list[str]) -> None:
-    """Serve requests until the pipe closes. Never returns normally."""
+def prepare() -> None:
+    """What the worker sets up before its fences go up (torch is imported by then)."""
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # an over-long write fails instead of killing us
-    workdir = os.getcwd()
     torch.set_num_threads(1)
     install_triton_counter()
+
+
+def main(request_fd: int, reply_fd: int, modules: list[str], layers: dict) -> None:
+    """Report the fences, import the student's files, then serve requests until the pipe closes.
+
+    The first message (`ready`) is sent before any student file is imported, so
+    what it says about the sandbox layers comes from grader code only."""
+    protocol.write_message(reply_fd, {"ok": True, "ready": layers, "pid": os.getpid()})
+    workdir = os.getcwd()
     worker = Worker(workdir, modules)
     hello = worker.import_modules()
     protocol.write_message(reply_fd, {"ok": True, "hello": hello})
-    # The protocol is the only way out: close everything a student could use to talk to us.
     while True:
         try:
             request = protocol.read_message(request_fd)
@@ -176,5 +183,3 @@ def main(request_fd: int, reply_fd: int, modules: list[str]) -> None:
                 getattr(sys, stream).flush()
             except OSError:  # the output cap was reached: drop further output, keep serving
                 setattr(sys, stream, open(os.devnull, "w"))
-
-

@@ -1,0 +1,152 @@
+"""One unprivileged user id per running worker (trusted side, root only).
+
+When the grader runs as root, each worker runs as a user id of its own from a
+configured range, with no supplementary groups. Being another user is what
+keeps the worker out of the grader's /proc files (environment, memory), off
+its files (the gradebook and reports are root's), unable to signal or trace
+it, and unable to touch a worker of another student. A uid is claimed with
+a lock file that the claiming process holds, so concurrent graders on one
+machine never share one, and a crashed grader's claim ends with it.
+
+Because a uid is used by one worker at a time, ending a worker is exact:
+`sweep(uid)` kills every process of that uid, whatever it did to escape
+(double fork, setsid, a new process group).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import functools
+import os
+import random
+import signal
+import stat
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+DEFAULT_UID_RANGE = (60000, 60999)
+_KILL_ALL = ("import os, signal\ntry:\n    os.kill(-1, signal.SIGKILL)\nexcept ProcessLookupError:\n    pass\n")
+
+
+@dataclass
+class UidSlot:
+    """A claimed uid (its gid is the same number); hold it while the worker lives."""
+
+    uid: int
+    lock_fd: int
+
+    @property
+    def gid(self) -> int:
+        return self.uid
+
+    def release(self) -> None:
+        if self.lock_fd >= 0:
+            os.close(self.lock_fd)  # closing the descriptor drops the lock
+            self.lock_fd = -1
+
+
+def lock_dir() -> Path:
+    """A folder only root can write, for the claim locks."""
+    base = Path("/run") if os.access("/run", os.W_OK) else Path(tempfile.gettempdir())
+    folder = base / "grade-sandbox-uids"
+    folder.mkdir(mode=0o755, exist_ok=True)
+    info = folder.lstat()
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.geteuid() or info.st_mode & 0o022:
+        raise PermissionError(f"{folder} is not a folder only this user can write")
+    return folder
+
+
+def processes_of(uid: int) -> list[int]:
+    """Pids whose real uid is `uid` (from /proc)."""
+    found = []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/status", "rb") as fh:
+                for line in fh:
+                    if line.startswith(b"Uid:"):
+                        if int(line.split()[1]) == uid:
+                            found.append(int(entry.name))
+                        break
+        except (OSError, ValueError):
+            continue
+    return found
+
+
+def sweep(uid: int, rounds: int = 5) -> int:
+    """Kill every process of `uid`; returns how many there were at first."""
+    first = len(processes_of(uid))
+    for _ in range(rounds):
+        if not processes_of(uid):
+            break
+        # kill(-1) sent *as that uid* reaches exactly its processes, atomically.
+        subprocess.run([sys.executable, "-I", "-S", "-c", _KILL_ALL], user=uid, group=uid, extra_groups=[],
+                       stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                       timeout=30, check=False)
+        time.sleep(0.01)
+    return first
+
+
+def claim(uid_range: tuple[int, int] = DEFAULT_UID_RANGE) -> UidSlot:
+    """A uid from `uid_range` that no other worker on this machine is using."""
+    low, high = uid_range
+    folder = lock_dir()
+    candidates = list(range(low, high + 1))
+    random.shuffle(candidates)
+    for uid in candidates:
+        fd = os.open(folder / f"{uid}.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            continue
+        sweep(uid)  # leftovers of a grader that crashed while holding this uid
+        return UidSlot(uid, fd)
+    raise RuntimeError(f"every uid in {low}-{high} is in use by another worker")
+
+
+def _blocking_component(path: str) -> str:
+    """The first folder on the way to `path` that other users cannot enter, if any."""
+    current = Path("/")
+    for part in Path(path).parts[1:-1]:
+        current = current / part
+        try:
+            mode = current.stat().st_mode
+        except OSError:
+            return str(current)
+        if not mode & stat.S_IXOTH:
+            return str(current)
+    return ""
+
+
+@functools.lru_cache(maxsize=8)
+def runtime_reachable(uid: int, paths: tuple[str, ...]) -> str:
+    """'' when `uid` can read every file in `paths` (the interpreter, torch...), else why not."""
+    probe = "import sys\nfor p in sys.argv[1:]:\n    open(p, 'rb').close()\n"
+    try:
+        result = subprocess.run([sys.executable, "-I", "-S", "-c", probe, *paths], user=uid, group=uid,
+                                extra_groups=[], stdin=subprocess.DEVNULL, capture_output=True, timeout=30)
+        if result.returncode == 0:
+            return ""
+        problem = result.stderr.decode(errors="replace").strip().splitlines()[-1:]
+    except (OSError, subprocess.SubprocessError) as exc:
+        problem = [f"{type(exc).__name__}: {exc}"]
+    for path in (sys.executable, *paths):
+        blocking = _blocking_component(os.path.realpath(path))
+        if blocking:
+            return (f"uid {uid} cannot reach {path}: {blocking} is closed to other users "
+                    f"(make it traversable with chmod o+x {blocking}, or install Python elsewhere)")
+    return f"uid {uid} cannot read the Python installation ({' '.join(problem)[-200:]})"
+
+
+def reap_signal_safe(pid: int) -> None:
+    """SIGKILL one process, ignoring one that is already gone."""
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
