@@ -21,6 +21,7 @@ from grader.manifest import Manifest, load_manifest
 from grader.outcomes import FAILED
 from grader.report import environment
 from grader.similarity import clusters, find_similar, instructor_sources
+from grader.text import printable_data
 
 FAST_SHARE = 0.25  # full marks in under this share of the class's median grading time is unusual
 HISTOGRAM_BINS = 10
@@ -151,7 +152,7 @@ def _similarity(course: Course, manifest: Manifest, book: Gradebook,
 
 def class_view_model(course: Course, assignment_id: str, book: Gradebook, *,
                      with_histogram: bool = True, with_similarity: bool = True) -> dict:
-    """Everything the class report shows, precomputed."""
+    """Everything the class report shows, precomputed; every string made printable (grader/text.py)."""
     manifest = load_manifest(course.assignment_dir(assignment_id) / "assignment.toml")
     latest = book.latest(assignment_id)
     records = [latest[s] for s in sorted(latest)]
@@ -167,7 +168,7 @@ def class_view_model(course: Course, assignment_id: str, book: Gradebook, *,
              "penalty": r.late_penalty, "total": r.total}
             for r in records if r.result.score.late_days > 0]
     fast, identical = _outliers(records)
-    return {
+    return printable_data({
         "title": manifest.title, "assignment": manifest.id, "max_points": manifest.max_points,
         "generated_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "deadline": manifest.deadline.isoformat() if manifest.deadline else None,
@@ -196,7 +197,7 @@ def class_view_model(course: Course, assignment_id: str, book: Gradebook, *,
         "fast_full_marks": fast, "identical": identical, "fast_percent": round(100 * FAST_SHARE),
         "similarity": _similarity(course, manifest, book, records) if with_similarity
         else {"clusters": [], "pairs": [], "sources": []},
-    }
+    })
 
 
 def render_class_report(model: dict, templates_dir: Path) -> str:

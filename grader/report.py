@@ -14,6 +14,7 @@ import jinja2
 from grader.figures import percent, png_data_uri, pyplot
 from grader.grading import GradeResult
 from grader.outcomes import FAILED, PASSED, PENDING
+from grader.text import printable, printable_data
 
 KIND_WORDS = {
     "wrong": "wrong result", "raised": "raised an exception", "not_implemented": "not implemented",
@@ -57,7 +58,7 @@ def heatmap_png(student: list[list[float]], reference: list[list[float]]) -> str
 
 
 def view_model(result: GradeResult) -> dict:
-    """Everything the template shows, precomputed."""
+    """Everything the template shows, precomputed; every string made printable (grader/text.py)."""
     score = result.score
     tasks = []
     for task in score.tasks:
@@ -84,7 +85,7 @@ def view_model(result: GradeResult) -> dict:
             "tests": tests,
         })
     not_graded = [f"{t['title']}: {t['reason']}" for t in tasks if t["status"] == "pending"]
-    return {
+    return printable_data({
         "title": result.assignment_title, "assignment": result.assignment_id,
         "student": result.student, "mode": result.mode,
         "total": round(score.total, 2), "total_exact": score.total, "max_points": score.max_points,
@@ -99,7 +100,7 @@ def view_model(result: GradeResult) -> dict:
         "sha": result.submission_sha256[:12], "versions": result.versions,
         "duration": result.duration_s, "student_output": result.student_output,
         "counts": {s: sum(o.status == s for o in result.outcomes) for s in (PASSED, FAILED, PENDING)},
-    }
+    })
 
 
 def render_html(result: GradeResult, templates_dir: Path) -> str:
@@ -114,14 +115,21 @@ def write_html(result: GradeResult, path: str | Path, templates_dir: Path) -> Pa
 
 
 def print_terminal(result: GradeResult, console=None, show_passed: bool = False) -> None:
-    """One line per task, diagnosis under each failure (rich, coloured when a TTY)."""
+    """One line per task, diagnosis under each failure (rich, coloured when a TTY).
+
+    Every text from the result goes through printable() first: a submission's
+    messages and names must not move the cursor or draw on the terminal.
+    """
     from rich.console import Console
-    from rich.markup import escape
+    from rich.markup import escape as markup_escape
     from rich.table import Table
+
+    def escape(text: object) -> str:
+        return markup_escape(printable(str(text)))
 
     console = console or Console()
     score = result.score
-    table = Table(title=f"{result.assignment_title} — {result.student}", title_justify="left")
+    table = Table(title=f"{escape(result.assignment_title)} — {escape(result.student)}", title_justify="left")
     for column in ("task", "score", "tests", "status"):
         table.add_column(column, justify="right" if column in ("score", "tests") else "left")
     for task in score.tasks:
@@ -143,7 +151,7 @@ def print_terminal(result: GradeResult, console=None, show_passed: bool = False)
         if outcome.status == FAILED:
             console.print(f"[red]✗[/red] [bold]{escape(str(outcome.task))}[/bold] · "
                           f"{escape(outcome.name)}")
-            for line in outcome.message.splitlines():
+            for line in printable(outcome.message).splitlines():
                 console.print(f"    {escape(line)}")
         elif outcome.status == PENDING and show_passed:
             console.print(f"[cyan]…[/cyan] {escape(outcome.name)}: {escape(outcome.message)}")

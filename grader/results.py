@@ -14,6 +14,7 @@ from pathlib import Path
 
 from grader.grading import GradeResult
 from grader.outcomes import PENDING
+from grader.text import printable_data
 
 
 def _test_points(result: GradeResult) -> dict[str, float]:
@@ -42,6 +43,7 @@ def _output(outcome, task_status: str, task_reason: str) -> str:
 
 
 def gradescope_results(result: GradeResult) -> dict:
+    """Gradescope's results.json as a dict; every string made printable (grader/text.py)."""
     shares = _test_points(result)
     tasks = {t.task_id: t for t in result.score.tasks}
     tests = []
@@ -68,9 +70,9 @@ def gradescope_results(result: GradeResult) -> dict:
     if score.pending_points:
         lines.append(f"{score.pending_points:g} points pending (not judged here).")
     lines.append(f"Input seed {result.seed}; sandbox: {result.isolation_level}.")
-    return {"score": score.total, "execution_time": round(result.duration_s, 3),
-            "output": " ".join(lines), "tests": tests, "visibility": "visible",
-            "stdout_visibility": "hidden"}
+    return printable_data({"score": score.total, "execution_time": round(result.duration_s, 3),
+                           "output": " ".join(lines), "tests": tests, "visibility": "visible",
+                           "stdout_visibility": "hidden"})
 
 
 def write_json_atomic(path: str | Path, data: dict) -> Path:
