@@ -6,7 +6,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from grader.errors import CourseNotFound, UnknownAssignment
+from grader.errors import CourseNotFound, GraderError, UnknownAssignment
+from grader.student_ids import check_student_id
 
 COURSE_ENV = "GRADE_COURSE"
 GRADEBOOK_ENV = "GRADE_GRADEBOOK"
@@ -37,6 +38,15 @@ class Course:
     @property
     def reports_dir(self) -> Path:
         return self.state_dir / "reports"
+
+    def report_path(self, student_id: str, assignment_id: str) -> Path:
+        """reports/STUDENT/ASSIGNMENT.html for a valid student id; never a path outside reports/."""
+        check_student_id(student_id, "report for student")
+        path = self.reports_dir / student_id / f"{assignment_id}.html"
+        if not path.resolve().is_relative_to(self.reports_dir.resolve()):
+            raise GraderError(f"the report for {student_id} would be written outside {self.reports_dir} "
+                              f"(a link in that folder?); remove the link or pass --html PATH")
+        return path
 
     @property
     def templates_dir(self) -> Path:

@@ -39,6 +39,10 @@ class ClassDataError(GraderError):
     """A roster or timestamps CSV (class-level input) could not be read."""
 
 
+class InvalidStudentId(ClassDataError):
+    """A student id that cannot serve as one folder name and one gradebook key."""
+
+
 class ReleaseLeak(GraderError):
     """A student bundle would contain instructor-only material."""
 

@@ -1,8 +1,9 @@
 """Class-level CSV inputs: the roster (id,name,email) and submission times.
 
-Both are read strictly: a bad header or an unreadable time stops the command
-before anything is graded, because a silently ignored row would mean a wrong
-late penalty or a student missing from the class report.
+Both are read strictly: a bad header, a student id that breaks the rule of
+grader/student_ids.py or an unreadable time stops the command before
+anything is graded, because a silently ignored row would mean a wrong late
+penalty or a student missing from the class report.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from datetime import datetime
 from pathlib import Path
 
 from grader.errors import ClassDataError
+from grader.student_ids import check_student_id
 
 ROSTER_COLUMNS = ("id", "name", "email")
 TIMESTAMP_COLUMNS = ("student", "submitted_at")
@@ -44,6 +46,7 @@ def read_roster(path: str | Path) -> list[dict]:
         student = row.get("id", "")
         if not student:
             raise ClassDataError(f"{path}, line {number}: empty student id")
+        check_student_id(student, f"{path}, line {number}", fix="correct the id in the roster")
         if student in seen:
             raise ClassDataError(f"{path}, line {number}: student {student!r} listed twice")
         seen.add(student)
@@ -56,6 +59,7 @@ def read_timestamps(path: str | Path) -> dict[str, datetime]:
     times: dict[str, datetime] = {}
     for number, row in enumerate(_rows(Path(path), TIMESTAMP_COLUMNS), start=2):
         student, value = row["student"], row["submitted_at"]
+        check_student_id(student, f"{path}, line {number}", fix="use the id the submission is named by")
         try:
             when = datetime.fromisoformat(value)
         except ValueError as exc:
