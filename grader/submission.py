@@ -1,25 +1,47 @@
 """A workspace folder, a .zip of one, or a notebook → a Submission.
 
 Everything the student handed in is kept (for the gradebook), with a sha256
-per file and one for the whole; only plain files are read, with caps on count
-and size, and archive paths are never trusted.
+per file and one for the whole. Nothing is read before its size is known:
+- a folder is walked without following links (symbolic links and anything
+  that is not a regular file are skipped), and the number and sizes of its
+  files are checked from their metadata before a byte is read;
+- a zip's entries are counted and their headers checked (size, ratio,
+  method, password) before any is decompressed (grader/archive.py);
+- a notebook's file size is checked before it is read (grader/notebook.py).
+The caps below apply to every form alike; archive paths are never trusted.
+Every problem, of any kind, is one SubmissionError naming the file and what
+to do.
 """
 
 from __future__ import annotations
 
+import errno
 import hashlib
-import io
+import os
+import stat
 import zipfile
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path, PurePosixPath
 
-from grader.errors import SubmissionError
+from grader.archive import check_entry, open_zip, read_entry
+from grader.errors import GraderError, SubmissionError
+from grader.notebook import MAX_NOTEBOOK_BYTES, modules_from_notebook
+from grader.student_ids import check_student_id
+from grader.text import one_line
 
-MAX_FILES = 200
-MAX_TOTAL_BYTES = 20 * 1024 * 1024
+MAX_FILES = 200  # files kept
+MAX_TOTAL_BYTES = 20 * 1024 * 1024  # bytes kept, all files together
+MAX_SOURCE_BYTES = 1024 * 1024  # one of the assignment's module files (the grader parses them)
+MAX_ENTRIES = 2000  # folder or zip entries looked at, kept or skipped
+MAX_DEPTH = 32  # folders inside folders
+MAX_ZIP_BYTES = 2 * MAX_TOTAL_BYTES  # a .zip file on disk
+MAX_RATIO = 200  # uncompressed / compressed size of one zip entry...
+RATIO_FLOOR = 1024 * 1024  # ...for entries larger than this
 SKIPPED_PARTS = {"__pycache__", ".git", ".ipynb_checkpoints", ".grade", ".pytest_cache",
                  "__MACOSX", ".triton"}
+_OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | \
+    getattr(os, "O_CLOEXEC", 0)
 
 
 @dataclass(frozen=True)
@@ -47,7 +69,18 @@ class Submission:
         return None if data is None else data.decode("utf-8", errors="replace")
 
 
+def _shown(name: str) -> str:
+    return one_line(name, 120)
+
+
+def _mib(size: int) -> str:
+    return f"{size / (1024 * 1024):.1f} MiB"
+
+
 def _safe_name(name: str) -> str | None:
+    """The archive or folder path as a relative posix path, or None when it must be skipped."""
+    if any(ord(c) < 32 or 0x7f <= ord(c) <= 0x9f for c in name):
+        return None  # control characters: never an assignment file, and unsafe to show
     path = PurePosixPath(name.replace("\\", "/"))
     if path.is_absolute() or ".." in path.parts or not path.parts:
         return None
@@ -56,65 +89,208 @@ def _safe_name(name: str) -> str | None:
     return str(path)
 
 
-def _add(files: dict[str, bytes], name: str, data: bytes, total: list[int]) -> None:
-    total[0] += len(data)
-    if len(files) >= MAX_FILES:
-        raise SubmissionError(f"more than {MAX_FILES} files submitted")
-    if total[0] > MAX_TOTAL_BYTES:
-        raise SubmissionError(f"submission larger than {MAX_TOTAL_BYTES // (1024 * 1024)} MiB")
-    files[name] = data
+def check_sizes(label: str, sizes: dict[str, int], module_files: tuple[str, ...]) -> None:
+    """The caps, from sizes alone (before anything is read): count, total, module files."""
+    if len(sizes) > MAX_FILES:
+        raise SubmissionError(f"{label} holds {len(sizes)} files, more than the {MAX_FILES} a submission "
+                              f"may hold; hand in only the assignment's files")
+    total = sum(sizes.values())
+    if total > MAX_TOTAL_BYTES:
+        raise SubmissionError(f"{label} holds {_mib(total)}, more than the {_mib(MAX_TOTAL_BYTES)} a submission "
+                              f"may hold; leave data, checkpoints and outputs out")
+    for name in module_files:
+        if sizes.get(name, 0) > MAX_SOURCE_BYTES:
+            raise SubmissionError(f"{label}: {name} is {_mib(sizes[name])}, more than the "
+                                  f"{_mib(MAX_SOURCE_BYTES)} a module file may be")
 
 
-def _from_folder(path: Path) -> dict[str, bytes]:
-    files: dict[str, bytes] = {}
-    total = [0]
-    for item in sorted(path.rglob("*")):
-        relative = _safe_name(item.relative_to(path).as_posix())
-        if relative is None or item.is_symlink() or not item.is_file():
-            continue
-        _add(files, relative, item.read_bytes(), total)
-    return files
-
-
-def _from_zip(data: bytes, label: str) -> dict[str, bytes]:
+def read_regular(path: str | os.PathLike, limit: int, label: str, *, dir_fd: int | None = None,
+                 follow: bool = False, advice: str = "") -> bytes:
+    """A regular file's bytes, at most `limit` of them; links (unless `follow`), pipes and devices refused."""
+    flags = _OPEN_FLAGS if not follow else _OPEN_FLAGS & ~getattr(os, "O_NOFOLLOW", 0)
     try:
-        archive = zipfile.ZipFile(io.BytesIO(data))
-    except zipfile.BadZipFile as exc:
-        raise SubmissionError(f"{label} is not a valid zip file") from exc
-    files: dict[str, bytes] = {}
-    total = [0]
-    entries = [e for e in archive.infolist() if not e.is_dir()]
-    names = [_safe_name(e.filename) for e in entries]
-    tops = {PurePosixPath(n).parts[0] for n in names if n}
-    strip = len(tops) == 1 and all(n and len(PurePosixPath(n).parts) > 1 for n in names if n)
-    for entry, name in zip(entries, names, strict=True):
-        if name is None or (entry.external_attr >> 16) & 0o170000 == 0o120000:  # symlink
+        fd = os.open(path, flags, dir_fd=dir_fd)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise SubmissionError(f"{label} is a symbolic link; hand in the file itself") from exc
+        raise SubmissionError(f"cannot read {label}: {exc.strerror}") from exc
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise SubmissionError(f"{label} is not a regular file; hand in a folder, a .zip or an .ipynb")
+        if info.st_size > limit:
+            raise SubmissionError(f"{label} is {_mib(info.st_size)}, more than the {_mib(limit)} limit"
+                                  + (f"; {advice}" if advice else ""))
+        data = os.read(fd, info.st_size + 1)  # one buffer of the size stat gave: no copies
+        chunks, total = [data], len(data)
+        while data and total <= limit:  # short reads, or a file that grew since the stat
+            data = os.read(fd, min(1 << 20, limit + 1 - total))
+            chunks.append(data)
+            total += len(data)
+        if total > limit:
+            raise SubmissionError(f"{label} grew past the {_mib(limit)} limit while it was read")
+        return chunks[0] if len(chunks) == 1 or not any(chunks[1:]) else b"".join(chunks)
+    except OSError as exc:
+        raise SubmissionError(f"cannot read {label}: {exc.strerror}") from exc
+    finally:
+        os.close(fd)
+
+
+def _scan(dir_fd: int, parts: tuple[str, ...], depth: int, label: str, found: dict[str, int],
+          seen: list[int]) -> None:
+    """Walk one folder by its descriptor: regular files' sizes into `found`, links never followed."""
+    if depth > MAX_DEPTH:
+        raise SubmissionError(f"{label} nests folders more than {MAX_DEPTH} deep; hand in only the "
+                              f"assignment's files")
+    entries = []
+    with os.scandir(dir_fd) as listing:
+        for entry in listing:
+            seen[0] += 1
+            if seen[0] > MAX_ENTRIES:
+                raise SubmissionError(f"{label} holds more than {MAX_ENTRIES} files and folders; "
+                                      f"hand in only the assignment's files")
+            entries.append(entry)
+    for entry in sorted(entries, key=lambda e: e.name):
+        relative = _safe_name("/".join((*parts, entry.name)))
+        if relative is None or entry.is_symlink():
             continue
-        if entry.file_size > MAX_TOTAL_BYTES:
-            raise SubmissionError(f"{label}: {entry.filename} is too large")
-        if strip:
-            name = str(PurePosixPath(*PurePosixPath(name).parts[1:]))
-        _add(files, name, archive.read(entry), total)
+        if entry.is_dir(follow_symlinks=False):
+            child = os.open(entry.name, os.O_RDONLY | os.O_DIRECTORY | getattr(os, "O_NOFOLLOW", 0),
+                            dir_fd=dir_fd)
+            try:
+                _scan(child, (*parts, entry.name), depth + 1, label, found, seen)
+            finally:
+                os.close(child)
+        elif entry.is_file(follow_symlinks=False):
+            found[relative] = entry.stat(follow_symlinks=False).st_size
+
+
+def _read_below(root_fd: int, relative: str, limit: int, label: str) -> bytes:
+    """Open `relative` one component at a time under `root_fd`, refusing links at every step."""
+    *folders, name = relative.split("/")
+    fds = []
+    try:
+        current = root_fd
+        for folder in folders:
+            current = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | getattr(os, "O_NOFOLLOW", 0),
+                              dir_fd=current)
+            fds.append(current)
+        return read_regular(name, limit, f"{label}: {_shown(relative)}", dir_fd=current)
+    except OSError as exc:
+        raise SubmissionError(f"cannot read {label}: {_shown(relative)}: {exc.strerror}") from exc
+    finally:
+        for fd in fds:
+            os.close(fd)
+
+
+def _from_folder(path: Path, module_files: tuple[str, ...]) -> dict[str, bytes]:
+    label = _shown(path.name or str(path))
+    try:
+        root_fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError as exc:
+        raise SubmissionError(f"cannot read the folder {label}: {exc.strerror}") from exc
+    try:
+        sizes: dict[str, int] = {}
+        try:
+            _scan(root_fd, (), 0, label, sizes, [0])
+        except OSError as exc:
+            raise SubmissionError(f"cannot read the folder {label}: {exc.strerror}") from exc
+        check_sizes(label, sizes, module_files)
+        files: dict[str, bytes] = {}
+        budget = MAX_TOTAL_BYTES
+        for relative in sizes:
+            limit = min(MAX_SOURCE_BYTES, budget) if relative in module_files else budget
+            data = _read_below(root_fd, relative, limit, label)
+            budget -= len(data)
+            files[relative] = data
+        return files
+    finally:
+        os.close(root_fd)
+
+
+def _from_zip(path: Path, module_files: tuple[str, ...]) -> dict[str, bytes]:
+    label = _shown(path.name)
+    try:
+        fd = os.open(path, _OPEN_FLAGS & ~getattr(os, "O_NOFOLLOW", 0))
+    except OSError as exc:
+        raise SubmissionError(f"cannot read {label}: {exc.strerror}") from exc
+    with os.fdopen(fd, "rb") as fh:
+        info = os.fstat(fh.fileno())
+        if not stat.S_ISREG(info.st_mode):
+            raise SubmissionError(f"{label} is not a regular file; hand in a folder, a .zip or an .ipynb")
+        if info.st_size > MAX_ZIP_BYTES:
+            raise SubmissionError(f"{label} is {_mib(info.st_size)}, more than the {_mib(MAX_ZIP_BYTES)} a zip "
+                                  f"may be; hand in only the assignment's files")
+        with open_zip(fh, label, MAX_ENTRIES) as archive:
+            entries = [e for e in archive.infolist() if not e.is_dir()]
+            names = [_safe_name(e.filename) for e in entries]
+            tops = {PurePosixPath(n).parts[0] for n in names if n}
+            strip = len(tops) == 1 and all(n and len(PurePosixPath(n).parts) > 1 for n in names if n)
+            kept: dict[str, zipfile.ZipInfo] = {}
+            for entry, name in zip(entries, names, strict=True):
+                if name is None or (entry.external_attr >> 16) & 0o170000 == 0o120000:  # symlink
+                    continue
+                if strip:
+                    name = str(PurePosixPath(*PurePosixPath(name).parts[1:]))
+                if name in kept:
+                    raise SubmissionError(f"{label} holds {_shown(name)} twice; zip the folder again")
+                check_entry(entry, label, max_bytes=MAX_TOTAL_BYTES, max_ratio=MAX_RATIO,
+                            ratio_floor=RATIO_FLOOR)
+                kept[name] = entry
+            check_sizes(label, {name: e.file_size for name, e in kept.items()}, module_files)
+            return {name: read_entry(archive, entry, label) for name, entry in kept.items()}
+
+
+def _from_notebook(path: Path, module_files: tuple[str, ...]) -> dict[str, bytes]:
+    label = _shown(path.name)
+    data = read_regular(path, MAX_NOTEBOOK_BYTES, label, follow=True,
+                        advice="clear the outputs (Restart & Clear Output) and save it again")
+    files = modules_from_notebook(data, module_files, label)
+    sizes = {name: len(text) for name, text in files.items()}
+    if any(size > MAX_SOURCE_BYTES for size in sizes.values()):
+        raise SubmissionError(f"{label}: the code assembled from its cells is {_mib(max(sizes.values()))}, "
+                              f"more than the {_mib(MAX_SOURCE_BYTES)} a module file may be")
     return files
 
 
 def load_submission(path: str | Path, module_files: tuple[str, ...], *, student: str | None = None,
                     submitted_at: datetime | None = None) -> Submission:
-    """Read a folder, .zip or .ipynb. Raises SubmissionError with a one-line reason."""
-    path = Path(path)
-    student = student or path.stem
-    if not path.exists():
-        raise SubmissionError(f"workspace {path} does not exist")
-    if path.is_dir():
-        files, form = _from_folder(path), "folder"
-    elif path.suffix == ".zip":
-        files, form = _from_zip(path.read_bytes(), path.name), "zip"
-    elif path.suffix == ".ipynb":
-        from grader.notebook import modules_from_notebook
+    """Read a folder, .zip or .ipynb within the caps. Raises SubmissionError with a one-line reason.
 
-        files, form = modules_from_notebook(path.read_bytes(), module_files, path.name), "notebook"
+    The student id is `student`, else the workspace's name (a folder's name, a
+    file's stem); either must follow grader/student_ids.py.
+    """
+    path = Path(path)
+    label = _shown(path.name or str(path))
+    try:
+        info = path.stat()
+    except FileNotFoundError as exc:
+        raise SubmissionError(f"workspace {one_line(str(path), 200)} does not exist") from exc
+    except OSError as exc:
+        raise SubmissionError(f"cannot read the workspace {label}: {exc.strerror}") from exc
+    if student is None:
+        default = path.name if stat.S_ISDIR(info.st_mode) else path.stem
+        student = check_student_id(default, f"the workspace name {label}",
+                                   fix="pass --student ID, or rename the workspace")
     else:
-        raise SubmissionError(f"{path.name}: expected a folder, a .zip or an .ipynb notebook")
+        check_student_id(student, "student")
+    try:
+        if stat.S_ISDIR(info.st_mode):
+            files, form = _from_folder(path, module_files), "folder"
+        elif path.suffix == ".zip":
+            files, form = _from_zip(path, module_files), "zip"
+        elif path.suffix == ".ipynb":
+            files, form = _from_notebook(path, module_files), "notebook"
+        else:
+            raise SubmissionError(f"{label}: expected a folder, a .zip or an .ipynb notebook")
+    except GraderError:
+        raise
+    except (RecursionError, MemoryError) as exc:
+        raise SubmissionError(f"{label} is too complex for the grader to read "
+                              f"({type(exc).__name__}); hand in only the assignment's files") from exc
+    except Exception as exc:  # whatever else a hostile file makes a reader raise: still one student's problem
+        raise SubmissionError(f"{label} could not be read ({type(exc).__name__}: {one_line(str(exc), 160)}); "
+                              f"hand in a folder, a .zip or an .ipynb") from exc
     notes = []
     missing = [name for name in module_files if name not in files]
     if missing:
