@@ -60,7 +60,8 @@ def _parse_answers(text: str | None) -> tuple[dict, str]:
     return data.get("answers", data), ""
 
 
-def _is_right(question: Question, expected, given) -> bool:
+def is_right(question: Question, expected, given) -> bool:
+    """Whether `given` earns the question's points when the key says `expected`."""
     if given is None or given == "":
         return False
     if question.kind == "choice":
@@ -88,7 +89,7 @@ def grade_quiz(questions: list[Question], key: dict, answers_text: str | None,
     outcomes = []
     for question in questions:
         given = answers.get(question.id)
-        right = question.id in key and _is_right(question, key[question.id], given)
+        right = question.id in key and is_right(question, key[question.id], given)
         if right:
             message = ""
         elif problem:

@@ -9,6 +9,14 @@ file under `reference/<id>/` and `kernels/`:
 - a function or class of an instructor `.py` file (one that does something:
   not only a docstring, `pass`, `...` or `raise NotImplementedError`) found
   inside a bundled file;
+- the same meaning in another layout (grader/leaks.py): a bundled `.py`
+  module, function or class whose syntax tree matches an instructor one
+  once layout, docstrings, annotations and names are set aside; a bundled
+  `.toml` with the same data as an instructor one, the answers of a quiz
+  key (in any quoting, order or table), or a long text of an instructor
+  TOML (an explanation). A bundled definition whose docstring says "Given;
+  do not change" is a helper shipped on purpose and exempt from the
+  syntax-tree comparison (the byte and text checks still apply);
 - names that are instructor-only wherever they are (`quiz_key.toml`,
   `*_key.toml`, `mutants.py`), test files outside `tests/`, and symlinks.
 Any hit raises ReleaseLeak (exit code 3) naming every problem, and nothing
@@ -17,7 +25,6 @@ is written.
 
 from __future__ import annotations
 
-import ast
 import hashlib
 import re
 import zipfile
@@ -26,6 +33,7 @@ from pathlib import Path, PurePosixPath
 
 import nbformat
 
+from grader import leaks
 from grader.course import Course
 from grader.errors import ReleaseLeak
 from grader.manifest import load_manifest
@@ -68,34 +76,14 @@ def normalise(text: str) -> str:
     return "\n".join(line for line in lines if line and not line.startswith("#"))
 
 
-def _is_trivial(node: ast.AST) -> bool:
-    body = list(getattr(node, "body", []))
-    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
-            and isinstance(body[0].value.value, str):
-        body = body[1:]  # the docstring
-    for statement in body:
-        if isinstance(statement, ast.Pass):
-            continue
-        if isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Constant):
-            continue  # `...`
-        if isinstance(statement, ast.Raise) and "NotImplementedError" in ast.unparse(statement):
-            continue
-        return False
-    return True
-
-
 def _definitions(text: str) -> list[tuple[str, str]]:
     """(name, normalised source) of each top-level function and class that does something."""
-    try:
-        tree = ast.parse(text)
-    except SyntaxError:
+    tree = leaks.parse_python(text)
+    if tree is None:
         return []
     lines = text.splitlines()
-    found = []
-    for node in tree.body:
-        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) and not _is_trivial(node):
-            found.append((node.name, normalise("\n".join(lines[node.lineno - 1:node.end_lineno]))))
-    return found
+    return [(node.name, normalise("\n".join(lines[node.lineno - 1:node.end_lineno])))
+            for node in tree.body if isinstance(node, leaks.DEFINITIONS) and not leaks.is_stub(node)]
 
 
 def instructor_files(course: Course, assignment_id: str) -> dict[str, bytes]:
@@ -110,6 +98,74 @@ def instructor_files(course: Course, assignment_id: str) -> dict[str, bytes]:
     return found
 
 
+def _python_index(texts: dict[str, str]) -> tuple[dict[str, str], dict[str, tuple[str, str, str]]]:
+    """Instructor .py files: module shape → file, and definition shape → (file, kind, name)."""
+    modules: dict[str, str] = {}
+    shapes: dict[str, tuple[str, str, str]] = {}
+    for name, text in texts.items():
+        tree = leaks.parse_python(text) if name.endswith(".py") else None
+        if tree is None:
+            continue
+        if leaks.has_substance(tree):
+            module_shape = leaks.safe_shape(tree)
+            if module_shape:
+                modules.setdefault(module_shape, name)
+        for node in leaks.definitions(tree):
+            node_shape = leaks.safe_shape(node)
+            if node_shape:
+                shapes.setdefault(node_shape, (name, leaks.kind_of(node), node.name))
+    return modules, shapes
+
+
+def _toml_index(instructor: dict[str, bytes]) -> list[leaks.TomlFile]:
+    found = []
+    for name, data in instructor.items():
+        document = leaks.parse_toml(data) if name.endswith(".toml") else None
+        if document:
+            key = leaks.quiz_key_answers(document) if PurePosixPath(name).name.endswith("_key.toml") else {}
+            found.append(leaks.TomlFile(name, document, key, leaks.long_texts(document)))
+    return found
+
+
+def _python_leaks(path: str, text: str, modules: dict, shapes: dict, reported: set) -> list[str]:
+    tree = leaks.parse_python(text)
+    if tree is None:
+        return []
+    if leaks.has_substance(tree) and leaks.safe_shape(tree) in modules:
+        return [f"{path}: same code as {modules[leaks.safe_shape(tree)]} (compared as syntax trees)"]
+    problems = []
+    for node in leaks.definitions(tree):
+        if leaks.is_given(node):
+            continue
+        match = shapes.get(leaks.safe_shape(node) or "")
+        if match is None or (match[0], match[2]) in reported:
+            continue
+        reported.add((match[0], match[2]))
+        source_name, kind, what = match
+        renamed = "" if node.name == what else f" (renamed {node.name})"
+        problems.append(f"{path}: contains {kind} {what} from {source_name}{renamed}, "
+                        f"the same code in another layout")
+    return problems
+
+
+def _toml_leaks(path: str, data: bytes, tomls: list[leaks.TomlFile], questions: dict) -> list[str]:
+    document = leaks.parse_toml(data)
+    if not document:
+        return []
+    problems = []
+    for instructor in tomls:
+        if document == instructor.data:
+            problems.append(f"{path}: same TOML data as {instructor.name}")
+            continue
+        answered = leaks.answers_given(document, instructor.key, questions) if instructor.key else []
+        if answered:
+            problems.append(f"{path}: carries the answers of {instructor.name} to {len(answered)} of "
+                            f"{len(instructor.key)} question(s) ({', '.join(answered)})")
+        elif instructor.texts and leaks.texts_found(document, instructor.texts):
+            problems.append(f"{path}: carries text from {instructor.name}")
+    return problems
+
+
 def find_leaks(bundle: dict[str, bytes], instructor: dict[str, bytes]) -> list[str]:
     """Every reason the bundle must not ship (empty when it is clean)."""
     problems = []
@@ -118,6 +174,9 @@ def find_leaks(bundle: dict[str, bytes], instructor: dict[str, bytes]) -> list[s
     by_text = {normalise(text): name for name, text in texts.items() if normalise(text)}
     definitions = [(name, what, source) for name, text in texts.items() if name.endswith(".py")
                    for what, source in _definitions(text)]
+    modules, shapes = _python_index({n: t for n, t in texts.items() if n.endswith(".py")})
+    tomls = _toml_index(instructor)
+    questions = leaks.questions_of(leaks.parse_toml(bundle.get("quiz.toml", b"")))
     for path, data in sorted(bundle.items()):
         pure = PurePosixPath(path)
         if pure.name in INSTRUCTOR_ONLY_NAMES or pure.name.endswith("_key.toml"):
@@ -128,13 +187,20 @@ def find_leaks(bundle: dict[str, bytes], instructor: dict[str, bytes]) -> list[s
         if digest in by_hash:
             problems.append(f"{path}: same bytes as {by_hash[digest]}")
             continue
-        text = normalise(data.decode("utf-8", errors="replace"))
+        decoded = data.decode("utf-8", errors="replace")
+        text = normalise(decoded)
         if text and text in by_text:
             problems.append(f"{path}: same text as {by_text[text]}")
             continue
+        reported: set[tuple[str, str]] = set()
         for source_name, what, source in definitions:
             if source and source in text:
                 problems.append(f"{path}: contains {what} from {source_name}")
+                reported.add((source_name, what))
+        if pure.suffix == ".py":
+            problems += _python_leaks(path, decoded, modules, shapes, reported)
+        elif pure.suffix == ".toml":
+            problems += _toml_leaks(path, data, tomls, questions)
     return problems
 
 
