@@ -33,6 +33,7 @@ from __future__ import annotations
 import hashlib
 import multiprocessing
 import os
+import stat
 import sys
 import time
 import traceback
@@ -51,7 +52,9 @@ from grader.errors import ClassDataError, GraderError, SubmissionError
 from grader.gradebook import Gradebook
 from grader.manifest import load_manifest
 from grader.roster import read_timestamps
+from grader.student_ids import check_student_id
 from grader.submission import Submission, load_submission
+from grader.text import one_line, printable
 
 TIMESTAMPS_FILE = "timestamps.csv"
 SUBMISSION_SUFFIXES = (".zip", ".ipynb")
@@ -177,8 +180,9 @@ class LocalProcessExecutor:
 # ------------------------------------------------------------------------ batches
 @dataclass(frozen=True)
 class Entry:
-    student: str
+    student: str  # the entry's name (a folder's name, a file's stem): the student id when valid
     path: Path
+    problem: str | None = None  # why this entry cannot be graded (recorded as its error)
 
 
 @dataclass
@@ -199,8 +203,15 @@ class BatchSummary:
         return sum(self.scores.values()) / len(self.scores) if self.scores else None
 
 
-def discover(directory: str | Path) -> tuple[list[Entry], list[str]]:
-    """The submissions in `directory` (student id = the entry's stem), and ignored names."""
+def discover(directory: str | Path, *, strict: bool = True) -> tuple[list[Entry], list[str]]:
+    """The submissions in `directory` (student id = the entry's stem), and ignored names.
+
+    Entries are looked at without following links. An entry that cannot be
+    graded (a name that is not a valid student id, a symbolic link, something
+    that is not a regular file or folder, two entries for one student) raises
+    ClassDataError when `strict`; otherwise it is returned with its `problem`
+    set, so a batch records it as that entry's error and goes on.
+    """
     directory = Path(directory)
     if not directory.is_dir():
         raise SubmissionError(f"{directory} is not a folder of submissions")
@@ -209,30 +220,111 @@ def discover(directory: str | Path) -> tuple[list[Entry], list[str]]:
     for item in sorted(directory.iterdir()):
         if item.name.startswith((".", "_")) or item.name == TIMESTAMPS_FILE:
             continue
-        if item.is_dir():
-            entries.append(Entry(item.name, item))
-        elif item.suffix in SUBMISSION_SUFFIXES:
-            entries.append(Entry(item.stem, item))
-        else:
-            ignored.append(item.name)
-    seen: dict[str, Path] = {}
+        try:
+            mode = os.lstat(item).st_mode
+        except OSError as exc:
+            entries.append(Entry(item.stem, item, f"SubmissionError: cannot read {printable(item.name)}: "
+                                                  f"{exc.strerror}"))
+            continue
+        submission_file = item.suffix in SUBMISSION_SUFFIXES
+        student = item.name if stat.S_ISDIR(mode) else item.stem
+        problem = None
+        if stat.S_ISLNK(mode):
+            if not submission_file and not item.is_dir():
+                ignored.append(item.name)
+                continue
+            problem = (f"SubmissionError: {item.name} is a symbolic link; batch entries must be real "
+                       f"folders or files (copy the files in)")
+        elif not stat.S_ISDIR(mode):
+            if not submission_file:
+                ignored.append(item.name)
+                continue
+            if not stat.S_ISREG(mode):
+                problem = f"SubmissionError: {item.name} is not a regular file; hand in a folder, a .zip or an .ipynb"
+        if problem is None:
+            try:
+                check_student_id(student, f"entry {item.name!r}", fix="rename the entry to the student's id")
+            except GraderError as exc:
+                problem = f"{type(exc).__name__}: {exc}"
+        entries.append(Entry(student, item, None if problem is None else one_line(problem, 1000)))
+    by_student: dict[str, list[Entry]] = {}
     for entry in entries:
-        if entry.student in seen:
-            raise ClassDataError(f"student {entry.student!r} has two submissions: "
-                                 f"{seen[entry.student].name} and {entry.path.name}")
-        seen[entry.student] = entry.path
+        by_student.setdefault(entry.student, []).append(entry)
+    for student, same in by_student.items():
+        if len(same) > 1:
+            names = " and ".join(printable(e.path.name) for e in same)
+            message = f"student {student!r} has two submissions: {names}"
+            if strict:
+                raise ClassDataError(message)
+            entries = [Entry(e.student, e.path, f"ClassDataError: {message}; keep one and run the batch again")
+                       if e.student == student else e for e in entries]
+    if strict:
+        for entry in entries:
+            if entry.problem:
+                raise ClassDataError(entry.problem)
     return entries, ignored
 
 
+HASHED_BYTES = 64 * 1024 * 1024  # of an unreadable entry, at most this much is hashed for its key
+HASHED_FILES = 10_000
+
+
 def _raw_sha256(path: Path) -> str:
-    """A hash for a submission that could not be read (the error's key in the gradebook)."""
+    """A key for a submission that could not be read (never raises, never follows links).
+
+    A file: the sha256 of its bytes; a folder: of each regular file's relative
+    path and bytes, in path order. At most HASHED_BYTES are read, in chunks,
+    and at most HASHED_FILES files; whatever cannot be read adds its error.
+    """
     digest = hashlib.sha256()
-    if path.is_file():
-        digest.update(path.read_bytes())
-    else:
-        for item in sorted(path.rglob("*")):
-            if item.is_file() and not item.is_symlink():
-                digest.update(item.relative_to(path).as_posix().encode() + b"\0" + item.read_bytes())
+    budget = [HASHED_BYTES]
+
+    def add_file(item: Path) -> None:
+        try:
+            fd = os.open(item, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+        except OSError as exc:
+            digest.update(f"unreadable: {exc.errno}".encode())
+            return
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                digest.update(b"not a regular file")
+                return
+            while budget[0] > 0:
+                chunk = os.read(fd, min(1 << 20, budget[0]))
+                if not chunk:
+                    break
+                budget[0] -= len(chunk)
+                digest.update(chunk)
+        except OSError as exc:
+            digest.update(f"unreadable: {exc.errno}".encode())
+        finally:
+            os.close(fd)
+
+    try:
+        mode = os.lstat(path).st_mode
+        if stat.S_ISLNK(mode):
+            digest.update(b"link\0" + os.fsencode(os.readlink(path)))
+        elif not stat.S_ISDIR(mode):
+            add_file(path)
+        else:
+            found: list[tuple[tuple[str, ...], Path]] = []
+            folders, seen = [(path, ())], 0
+            while folders and seen <= HASHED_FILES:
+                folder, parts = folders.pop()
+                with os.scandir(folder) as listing:
+                    for entry in listing:  # lazily, so a folder of millions of files costs HASHED_FILES
+                        seen += 1
+                        if seen > HASHED_FILES:
+                            break
+                        if entry.is_dir(follow_symlinks=False):
+                            folders.append((Path(entry.path), (*parts, entry.name)))
+                        elif entry.is_file(follow_symlinks=False):
+                            found.append(((*parts, entry.name), Path(entry.path)))
+            for parts, item in sorted(found):
+                digest.update("/".join(parts).encode("utf-8", "surrogateescape") + b"\0")
+                add_file(item)
+    except (OSError, ValueError) as exc:
+        digest.update(f"unreadable: {type(exc).__name__}".encode())
     return digest.hexdigest()
 
 
@@ -249,7 +341,7 @@ def run_batch(course: Course, assignment_id: str, submissions_dir: str | Path, g
     """Grade every submission in `submissions_dir` not yet graded; record each result."""
     started = time.perf_counter()
     manifest = load_manifest(course.assignment_dir(assignment_id) / "assignment.toml")
-    entries, ignored = discover(submissions_dir)
+    entries, ignored = discover(submissions_dir, strict=False)
     stamps_path = Path(submissions_dir) / TIMESTAMPS_FILE
     times = read_timestamps(stamps_path) if stamps_path.is_file() else {}
     summary = BatchSummary(assignment_id, total=len(entries), ignored=ignored,
@@ -262,6 +354,7 @@ def run_batch(course: Course, assignment_id: str, submissions_dir: str | Path, g
                                    submitted_at=times.get(entry.student))
 
     def fail(entry: Entry, sha256: str, error: str) -> None:
+        error = one_line(error, 2000)  # a record is one printable line, whatever the submission did
         gradebook.record_error(entry.student, assignment_id, sha256, error)
         summary.errors[entry.student] = error
         progress("error", entry.student, summary)
@@ -269,10 +362,13 @@ def run_batch(course: Course, assignment_id: str, submissions_dir: str | Path, g
     # Plan: hash everything first (cheap), so skips are instant and the ETA is honest.
     todo: deque[tuple[Entry, str]] = deque()
     for entry in entries:
+        if entry.problem:
+            fail(entry, _raw_sha256(entry.path), entry.problem)
+            continue
         try:
             sha256 = load(entry).sha256
-        except SubmissionError as exc:
-            fail(entry, _raw_sha256(entry.path), f"{type(exc).__name__}: {exc}")
+        except Exception as exc:  # whatever a submission makes the reader raise is that entry's error
+            fail(entry, _raw_sha256(entry.path), _describe(exc))
             continue
         if not force and gradebook.has(entry.student, assignment_id, sha256):
             summary.skipped.append(entry.student)
@@ -289,7 +385,7 @@ def run_batch(course: Course, assignment_id: str, submissions_dir: str | Path, g
     attempts: dict[str, int] = {}
 
     def job_for(entry: Entry, submission: Submission) -> GradingJob:
-        report = course.reports_dir / entry.student / f"{assignment_id}.html" if write_reports else None
+        report = course.report_path(entry.student, assignment_id) if write_reports else None
         return GradingJob(course_root=str(course.root), assignment_id=assignment_id, path=str(entry.path),
                           student=entry.student,
                           submitted_at=submission.submitted_at.isoformat() if submission.submitted_at else None,
@@ -300,10 +396,11 @@ def run_batch(course: Course, assignment_id: str, submissions_dir: str | Path, g
             entry, _ = todo.popleft()
             try:
                 submission = load(entry)  # read again: only the jobs in flight stay in memory
-            except SubmissionError as exc:
-                fail(entry, _raw_sha256(entry.path), f"{type(exc).__name__}: {exc}")
+                job = job_for(entry, submission)
+            except Exception as exc:  # as in planning: the entry's error, and the batch goes on
+                fail(entry, _raw_sha256(entry.path), _describe(exc))
                 continue
-            in_flight[executor.submit(job_for(entry, submission))] = (entry, submission, 0)
+            in_flight[executor.submit(job)] = (entry, submission, 0)
 
     def finish(entry: Entry, submission: Submission, outcome: JobResult) -> None:
         summary.worker_s += outcome.worker_s
@@ -414,6 +511,7 @@ def print_summary(summary: BatchSummary, console=None) -> None:
         table.add_row(label, value)
     console.print(table)
     for student, error in sorted(summary.errors.items()):
-        console.print(f"[red]✗ {escape(student)}[/red]: {escape(error)}")
+        console.print(f"[red]✗ {escape(printable(student))}[/red]: {escape(printable(error))}")
     if summary.ignored:
-        console.print(f"[yellow]ignored (not a folder, .zip or .ipynb):[/yellow] {escape(', '.join(summary.ignored))}")
+        ignored = printable(", ".join(summary.ignored))
+        console.print(f"[yellow]ignored (not a folder, .zip or .ipynb):[/yellow] {escape(ignored)}")

@@ -12,11 +12,14 @@ import click
 
 from grader.course import Course, find_course
 from grader.errors import GraderError
+from grader.text import one_line
+
+SELF_CHECK_STUDENT = "self-check"  # `grade check` records nothing, so it needs no real student id
 
 
 class GradeCommandError(click.ClickException):
     def __init__(self, error: GraderError):
-        super().__init__(str(error))
+        super().__init__(one_line(str(error), 2000))  # one line, nothing a terminal would act on
         self.exit_code = error.exit_code
 
 
@@ -100,7 +103,7 @@ def check(course: Course, assignment: str, workspace: str | None, task_id: str |
     from grader.outcomes import FAILED
     from grader.report import print_terminal
 
-    submission = open_submission(course, assignment, workspace)
+    submission = open_submission(course, assignment, workspace, student=SELF_CHECK_STUDENT)
     result = grade(course, assignment, submission, mode="check", only_task=task_id, seed=seed)
     print_terminal(result)
     if any(o.status == FAILED for o in result.outcomes) or not result.outcomes:
@@ -131,15 +134,18 @@ def submit(course: Course, assignment: str, workspace: str | None, student: str 
     from grader.grading import grade, open_submission
     from grader.report import print_terminal, write_html
     from grader.results import write_gradescope
+    from grader.student_ids import check_student_id
 
+    if student is not None:
+        check_student_id(student, "--student", fix="pass the student's id")
     submission = open_submission(course, assignment, workspace, student=student,
                                  submitted_at=submitted_at)
+    html = Path(html_path) if html_path else course.report_path(submission.student, assignment)
     result = grade(course, assignment, submission, mode="submit", seed=seed)
     print_terminal(result)
     if json_path:
         write_gradescope(result, json_path)
         click.echo(f"results.json: {json_path}")
-    html = Path(html_path) if html_path else course.reports_dir / result.student / f"{assignment}.html"
     write_html(result, html, course.templates_dir)
     click.echo(f"report: {html}")
     if not no_record:
@@ -294,6 +300,7 @@ def validate(course: Course, assignment: str | None, jobs: int) -> None:
     from rich.console import Console
     from rich.markup import escape
 
+    from grader.text import printable
     from grader.validate import validate as run_validation
 
     console = Console()
@@ -304,8 +311,9 @@ def validate(course: Course, assignment: str | None, jobs: int) -> None:
 
         def show(verdict) -> None:
             mark = "[green]✓[/green]" if verdict.ok else "[red]✗[/red]"
-            task = f" [{escape(verdict.task)}]" if verdict.task else ""
-            console.print(f"  {mark} {escape(verdict.subject)}{escape(task)}: {escape(verdict.detail)}")
+            task = f" [{printable(verdict.task)}]" if verdict.task else ""
+            console.print(f"  {mark} {escape(printable(verdict.subject))}{escape(task)}: "
+                          f"{escape(printable(verdict.detail))}")
 
         verdicts = run_validation(course, assignment_id, jobs=jobs, progress=show)
         failures += sum(not v.ok for v in verdicts)
