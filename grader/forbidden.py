@@ -1,16 +1,46 @@
-"""Forbidden APIs, statically: which dotted names and attributes reveal each group.
+"""Forbidden APIs, statically: which names reveal each group, and what counts as evasion.
 
-The run-time side of the same groups is `grader.sandbox.facts.FORBIDDEN_FUNCTIONS`.
+Groups a manifest may forbid (`forbidden = [...]` in a task) are the API groups
+below. Three more groups are added by the static check itself:
+
+* ``evasion`` for every task with a forbidden list (or a requirement): code the
+  grader cannot follow, listed in EVASION_RULES (torch internals, names or code
+  built at run time, introspection, other programs, libraries it cannot read);
+* ``course_code`` for every task: importing the grader or the course's own code;
+* ``no_triton_launch`` for a task with ``requires = ["triton_launch"]`` whose
+  functions never launch a @triton.jit kernel of the submission.
+
+The run-time side of the API groups is `grader.sandbox.facts.FORBIDDEN_FUNCTIONS`
+(a hint only: it runs in the student's process).
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
+
+EVASION = "evasion"
+COURSE_CODE = "course_code"
+NO_TRITON_LAUNCH = "no_triton_launch"
 
 GROUP_NAMES: dict[str, str] = {
     "softmax": "torch's softmax family (softmax, log_softmax, softmin, nn.Softmax)",
     "sdpa": "torch.nn.functional.scaled_dot_product_attention",
     "multihead_attention": "torch.nn.MultiheadAttention",
     "matmul": "torch matrix products (matmul, @, bmm, mm, einsum) on the full problem",
+    "numpy": "another array library instead of torch (numpy, scipy, jax, cupy, tensorflow, mlx)",
+    EVASION: ("code the grader cannot check (torch internals such as torch._C or torch.ops, names "
+              "or code built at run time with vars, globals, getattr, eval, exec or importlib, "
+              "introspection of frames, modules or the garbage collector, other programs or "
+              "libraries other than torch and triton)"),
+    COURSE_CODE: "the grader's or the course's own code (grader, reference, kernels)",
+    NO_TRITON_LAUNCH: "no launch of a @triton.jit kernel of your own",
 }
+
+# Groups a manifest may list in a task's `forbidden`.
+API_GROUPS: tuple[str, ...] = ("softmax", "sdpa", "multihead_attention", "matmul", "numpy")
+
+# Values a manifest may list in a task's `requires`.
+REQUIREMENTS: tuple[str, ...] = ("triton_launch",)
 
 # Fully qualified names (after resolving import aliases).
 DOTTED: dict[str, frozenset[str]] = {
@@ -25,6 +55,7 @@ DOTTED: dict[str, frozenset[str]] = {
         "torch.nn.functional.scaled_dot_product_attention",
         "torch._C._nn.scaled_dot_product_attention",
         "torch.nn.attention.sdpa_kernel",
+        "torch.nn.attention.flex_attention.flex_attention",
     }),
     "multihead_attention": frozenset({
         "torch.nn.MultiheadAttention", "torch.nn.modules.activation.MultiheadAttention",
@@ -33,15 +64,127 @@ DOTTED: dict[str, frozenset[str]] = {
     "matmul": frozenset({
         "torch.matmul", "torch.bmm", "torch.mm", "torch.einsum", "torch.baddbmm", "torch.addmm",
         "torch.tensordot", "torch.nn.functional.linear", "torch.inner", "torch.mv",
+        "torch.linalg.matmul", "torch.linalg.multi_dot", "torch.chain_matmul",
     }),
+    "numpy": frozenset({"torch.from_numpy", "torch.Tensor.numpy"}),
 }
 
 # Attribute names that give a group away whatever object they are read from
-# (x.softmax(...), F.softmax, getattr(F, "softmax")).
+# (x.softmax(...), F.softmax, getattr(F, "softmax"), vars(torch)["softmax"]).
 ATTRIBUTES: dict[str, frozenset[str]] = {
     "softmax": frozenset({"softmax", "log_softmax", "softmin", "_softmax", "_log_softmax",
-                          "Softmax", "LogSoftmax"}),
-    "sdpa": frozenset({"scaled_dot_product_attention"}),
-    "multihead_attention": frozenset({"MultiheadAttention", "multi_head_attention_forward"}),
-    "matmul": frozenset({"matmul", "bmm", "mm", "einsum", "baddbmm", "tensordot", "__matmul__"}),
+                          "_safe_softmax", "Softmax", "LogSoftmax", "Softmin", "Softmax2d"}),
+    "sdpa": frozenset({"scaled_dot_product_attention", "_scaled_dot_product_attention_math",
+                       "_scaled_dot_product_flash_attention",
+                       "_scaled_dot_product_efficient_attention",
+                       "_scaled_dot_product_cudnn_attention", "_fused_sdp_choice",
+                       "flex_attention"}),
+    "multihead_attention": frozenset({"MultiheadAttention", "multi_head_attention_forward",
+                                      "_native_multi_head_attention", "TransformerEncoderLayer",
+                                      "TransformerDecoderLayer", "TransformerEncoder",
+                                      "TransformerDecoder", "Transformer"}),
+    "matmul": frozenset({"matmul", "bmm", "mm", "einsum", "baddbmm", "addmm", "addbmm", "addmv",
+                         "tensordot", "__matmul__", "__rmatmul__", "dot", "vdot", "inner", "mv",
+                         "chain_matmul", "multi_dot", "linear", "bilinear"}),
+    "numpy": frozenset({"numpy", "from_numpy", "__array__", "__array_interface__"}),
 }
+
+# Top-level modules of the "numpy" group: array libraries that are not torch.
+NUMPY_MODULES: frozenset[str] = frozenset({
+    "numpy", "scipy", "jax", "jaxlib", "cupy", "cupyx", "tensorflow", "mlx", "numba",
+})
+
+# Top-level modules of the course itself: never importable by a submission.
+COURSE_MODULES: frozenset[str] = frozenset({"grader", "reference", "kernels"})
+
+# Libraries (besides the standard library and the submission's own files) whose use the
+# static check can vouch for. Anything else is evasion in a task with a forbidden list:
+# the grader cannot see what it calls.
+ALLOWED_LIBRARIES: frozenset[str] = frozenset({"torch", "triton", "typing_extensions"})
+
+
+@dataclass(frozen=True)
+class EvasionRule:
+    """One row of the evasion table.
+
+    kind:
+      ``prefix``     a dotted name (after resolving aliases), or an import, at or under one of `names`
+      ``builtin``    a built-in function, by its bare name (not shadowed by the student's own name)
+      ``name_arg``   a call that takes an attribute name (getattr, attrgetter...): evasion unless
+                     the name is a string literal, which is then checked against the API groups
+      ``attribute``  an attribute read from any object
+      ``private``    a component starting with ``_`` under one of `names` (torch._C, torch._ops...)
+    """
+
+    kind: str
+    names: frozenset[str]
+    why: str
+
+
+EVASION_RULES: tuple[EvasionRule, ...] = (
+    EvasionRule("prefix", frozenset({
+        "torch.ops", "torch.library", "torch.overrides", "torch.compile", "torch.compiler",
+        "torch.jit", "torch.fx", "torch.export", "torch.package", "torch.hub",
+        "torch.utils.cpp_extension", "torch.utils._python_dispatch", "torch.load",
+    }), "torch machinery below or beside its public functions"),
+    EvasionRule("private", frozenset({"torch"}), "torch internals (names starting with _)"),
+    EvasionRule("builtin", frozenset({"vars", "globals", "locals"}), "a namespace dictionary"),
+    EvasionRule("builtin", frozenset({"eval", "exec", "compile", "__import__", "breakpoint"}),
+                "code or imports built at run time"),
+    EvasionRule("name_arg", frozenset({"getattr", "setattr", "delattr", "hasattr",
+                                       "operator.attrgetter", "operator.methodcaller"}),
+                "an attribute name computed at run time"),
+    EvasionRule("prefix", frozenset({
+        "importlib", "imp", "pkgutil", "zipimport", "runpy", "builtins", "code", "codeop",
+    }), "imports or code built at run time"),
+    EvasionRule("prefix", frozenset({
+        "sys.modules", "sys._getframe", "sys._current_frames", "sys.settrace", "sys.setprofile",
+        "sys.meta_path", "sys.path_hooks", "sys.path_importer_cache", "threading.settrace",
+        "threading.setprofile", "gc", "inspect", "ctypes", "cffi", "types.FunctionType",
+        "types.CodeType", "types.ModuleType", "types.MethodType", "types.LambdaType",
+    }), "introspection of modules, frames or live objects"),
+    EvasionRule("prefix", frozenset({
+        "marshal", "pickle", "_pickle", "dill", "cloudpickle", "copyreg", "shelve",
+    }), "code loaded from serialised data"),
+    EvasionRule("prefix", frozenset({
+        "subprocess", "multiprocessing", "pty", "os.system", "os.popen", "os.fork", "os.forkpty",
+        "os.posix_spawn", "os.posix_spawnp", "os.execl", "os.execle", "os.execlp", "os.execlpe",
+        "os.execv", "os.execve", "os.execvp", "os.execvpe", "os.spawnl", "os.spawnle",
+        "os.spawnlp", "os.spawnlpe", "os.spawnv", "os.spawnve", "os.spawnvp", "os.spawnvpe",
+    }), "another program or process"),
+    EvasionRule("attribute", frozenset({
+        "__dict__", "__globals__", "__code__", "__closure__", "__builtins__", "__subclasses__",
+        "__bases__", "__base__", "__mro__", "mro", "__getattribute__", "__getattr__", "__self__",
+        "__func__", "__wrapped__", "__loader__", "__spec__", "__traceback__", "__reduce__",
+        "__reduce_ex__", "f_back", "f_globals", "f_locals", "f_builtins", "f_code", "f_trace",
+        "tb_frame", "tb_next", "gi_frame", "gi_code", "cr_frame", "cr_code", "ag_frame", "ag_code",
+        "co_code", "co_consts", "co_names",
+    }), "introspection of frames, code objects, namespaces or classes"),
+)
+
+# `x.__class__.<dunder>` is a class chain; these two dunders only give a name.
+CLASS_CHAIN_HARMLESS: frozenset[str] = frozenset({"__name__", "__qualname__"})
+
+
+def finding_reason(groups: list[str], functions: tuple[str, ...] = (), section: str = "") -> str:
+    """Why a task earns 0, for the report ("This task earns 0: <reason>.").
+
+    `groups` are the groups of the task's static findings; `functions` the task's
+    functions (named in the Triton launch message) and `section` its lecture sections."""
+    parts = []
+    api = [GROUP_NAMES.get(g, g) for g in groups if g not in (EVASION, COURSE_CODE, NO_TRITON_LAUNCH)]
+    if api:
+        parts.append("uses " + ", ".join(api) + "; this task asks you to write that part yourself")
+    if EVASION in groups:
+        parts.append("reaches " + GROUP_NAMES[EVASION] + ": call torch's public functions by their "
+                     "names and keep to torch, triton, math and your own files")
+    if COURSE_CODE in groups:
+        parts.append("imports " + GROUP_NAMES[COURSE_CODE] + ", which a submission may never do: "
+                     "remove the import (rename your own module if it has one of these names)")
+    if NO_TRITON_LAUNCH in groups:
+        where = " or ".join(functions) if functions else "this task's function"
+        cite = f" ({section})" if section else ""
+        parts.append(f"{where} never launches a @triton.jit kernel of your own: write the kernel with "
+                     f"@triton.jit and launch it as kernel[grid](...) from {where} (directly, through a "
+                     f"helper, or in a torch.autograd.Function's forward/backward){cite}")
+    return "; ".join(parts)

@@ -12,6 +12,7 @@ from datetime import datetime
 from pathlib import Path
 
 from grader.errors import ManifestError
+from grader.forbidden import API_GROUPS, REQUIREMENTS
 
 TASK_KINDS = ("code", "quiz", "timing")
 
@@ -58,6 +59,8 @@ class Task:
     bonus: bool = False
     speed: tuple[SpeedThreshold, ...] = ()
     description: str = ""
+    requires: tuple[str, ...] = ()  # what the static check must find, e.g. "triton_launch"
+    uses: tuple[str, ...] = ()  # functions of other tasks that this task's tests call
 
     @property
     def section_text(self) -> str:
@@ -141,17 +144,31 @@ def _parse_task(raw: dict, index: int) -> Task:
         speed.append(SpeedThreshold(float(pair[0]), float(pair[1])))
     if kind == "timing" and not speed:
         raise ManifestError(f"{where}: a timing task needs speed thresholds")
+    forbidden = _strings(raw, "forbidden", where)
+    unknown = [g for g in forbidden if g not in API_GROUPS]
+    if unknown:
+        raise ManifestError(f"{where}: unknown forbidden group(s) {unknown} "
+                            f"(known: {', '.join(API_GROUPS)})")
+    requires = _strings(raw, "requires", where)
+    unknown = [r for r in requires if r not in REQUIREMENTS]
+    if unknown:
+        raise ManifestError(f"{where}: unknown requirement(s) {unknown} (known: {', '.join(REQUIREMENTS)})")
+    functions, uses = _strings(raw, "functions", where), _strings(raw, "uses", where)
+    if requires and not (functions or uses):
+        raise ManifestError(f"{where}: 'requires' needs the task's functions or 'uses' to check")
     return Task(
         id=task_id,
         title=raw.get("title", task_id),
         points=points,
         kind=kind,
-        functions=_strings(raw, "functions", where),
+        functions=functions,
         sections=_strings(raw, "sections", where),
-        forbidden=_strings(raw, "forbidden", where),
+        forbidden=forbidden,
         bonus=bool(raw.get("bonus", False)),
         speed=tuple(sorted(speed, key=lambda s: s.ratio)),
         description=raw.get("description", ""),
+        requires=requires,
+        uses=uses,
     )
 
 
@@ -188,6 +205,11 @@ def parse_manifest(data: dict, path: Path | None = None) -> Manifest:
     shared = sorted({f for f in functions if functions.count(f) > 1})
     if shared:
         raise ManifestError(f"{where}: functions claimed by two tasks: {shared}")
+    for task in tasks:
+        strays = [f for f in task.uses if f not in functions or f in task.functions]
+        if strays:
+            raise ManifestError(f"task {task.id!r}: 'uses' must name functions of other tasks, "
+                                f"not {strays}")
     late = data.get("late_policy", {})
     limits = data.get("limits", {})
     try:

@@ -10,7 +10,7 @@ import math
 from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta
 
-from grader.forbidden import GROUP_NAMES
+from grader.forbidden import finding_reason
 from grader.manifest import LatePolicy, Manifest, SpeedThreshold, Task
 from grader.outcomes import FAILED, PASSED, PENDING, StaticFinding, TestOutcome
 
@@ -94,11 +94,10 @@ def _task_score(task: Task, outcomes: list[TestOutcome], findings: list[StaticFi
     forbidden = sorted({f.group for f in findings if f.task == task.id} |
                        {"run time" for o in judged if o.kind == "forbidden"})
     if forbidden:
-        groups = [GROUP_NAMES.get(g, g) for g in forbidden if g != "run time"]
-        why = ("uses " + ", ".join(groups)) if groups else "called a forbidden API while running"
-        return TaskScore(earned=0.0, status="forbidden",
-                         reason=f"{why}; this task asks you to write that part yourself",
-                         **common)
+        groups = [g for g in forbidden if g != "run time"]
+        why = (finding_reason(groups, task.functions + task.uses, task.section_text) if groups
+               else "called a forbidden API while running; this task asks you to write that part yourself")
+        return TaskScore(earned=0.0, status="forbidden", reason=why, **common)
     if not outcomes:
         return TaskScore(earned=0.0, status="no_tests", reason="no tests ran for this task",
                          **common)

@@ -283,7 +283,8 @@ def test_manifest_tasks_points_and_links():
     assert manifest.limits.call_timeout_s == 120 and manifest.limits.submission_budget_s == 600
     flash = manifest.task("flash_forward")
     assert flash.functions == ("flash_attention",)
-    assert set(flash.forbidden) == {"softmax", "sdpa", "matmul", "multihead_attention"}
+    assert set(flash.forbidden) == {"softmax", "sdpa", "matmul", "multihead_attention", "numpy"}
+    assert flash.requires == ("triton_launch",)
     assert "sdpa" in manifest.task("sliding_window").forbidden
     assert manifest.task("flash_speed").kind == "timing" and manifest.task("flash_speed").speed
     assert {t.id for t in manifest.tasks if t.bonus} == {"flash_gqa", "flash_backward"}

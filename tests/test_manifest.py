@@ -47,3 +47,35 @@ def test_unreadable_toml(tmp_path):
     path.write_text("id = [unclosed")
     with pytest.raises(ManifestError, match="not valid TOML"):
         load_manifest(path)
+
+
+def test_requires_and_uses_are_parsed():
+    manifest = load_manifest(ROOT / "assignments" / "assignment3" / "assignment.toml")
+    assert manifest.task("flash_forward").requires == ("triton_launch",)
+    assert manifest.task("flash_backward").requires == ("triton_launch",)
+    gqa = manifest.task("flash_gqa")
+    assert gqa.requires == ("triton_launch",) and gqa.uses == ("flash_attention",) and gqa.functions == ()
+    assert manifest.task("flash_speed").uses == ("flash_attention",)
+    assert manifest.task("gqa").requires == () and manifest.task("gqa").uses == ()
+
+
+def test_from_scratch_tasks_forbid_numpy():
+    course = Course(ROOT)
+    for assignment_id in course.assignment_ids():
+        manifest = load_manifest(course.assignment_dir(assignment_id) / "assignment.toml")
+        for task in manifest.tasks:
+            if task.forbidden:
+                assert "numpy" in task.forbidden, (assignment_id, task.id)
+
+
+@pytest.mark.parametrize("task, words", [
+    ({"id": "a", "points": 1, "functions": ["f"], "forbidden": ["softmx"]}, "unknown forbidden group"),
+    ({"id": "a", "points": 1, "functions": ["f"], "requires": ["launch"]}, "unknown requirement"),
+    ({"id": "a", "points": 1, "requires": ["triton_launch"]}, "'requires' needs the task's functions"),
+    ({"id": "a", "points": 1, "uses": ["nobody"]}, "'uses' must name functions of other tasks"),
+    ({"id": "a", "points": 1, "functions": ["f"], "uses": ["f"]}, "'uses' must name functions of other tasks"),
+])
+def test_bad_requires_uses_and_forbidden_are_explained(task, words):
+    with pytest.raises(ManifestError) as info:
+        parse_manifest({"id": "x", "tasks": [task, {"id": "b", "points": 1, "functions": ["g"]}]})
+    assert words in str(info.value)

@@ -96,3 +96,23 @@ def test_scoring_is_deterministic():
 def test_no_tests_for_a_task_is_flagged():
     result = score(manifest(), [outcome("t1", "passed")])
     assert result.tasks[1].status == "no_tests"
+
+
+@pytest.mark.parametrize("group, words", [
+    ("evasion", ["code the grader cannot check", "torch._C", "public functions by their names"]),
+    ("course_code", ["the grader's or the course's own code", "remove the import"]),
+    ("numpy", ["another array library", "write that part yourself"]),
+    ("no_triton_launch", ["f never launches a @triton.jit kernel", "kernel[grid](...) from f", "(§24)"]),
+])
+def test_findings_of_the_new_groups_zero_the_task_with_a_reason_that_says_what_to_change(group, words):
+    flash = parse_manifest({"id": "a", "files": ["a.py"], "tasks": [
+        {"id": "t1", "points": 60, "functions": ["f"], "sections": ["§24"], "forbidden": ["numpy"],
+         "requires": ["triton_launch"]},
+        {"id": "t2", "points": 40, "functions": ["g"]}]})
+    finding = StaticFinding("t1", "f", group, 3, "code")
+    result = score(flash, [outcome("t1", "passed"), outcome("t2", "passed")], [finding])
+    t1, t2 = result.tasks
+    assert (t1.earned, t1.status, t2.earned) == (0.0, "forbidden", 40.0)
+    for word in words:
+        assert word in t1.reason, (word, t1.reason)
+    assert not t1.reason.endswith(".")  # the report adds the full stop
