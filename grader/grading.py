@@ -74,8 +74,10 @@ class GradeResult:
 
 
 def _static_outcomes(manifest: Manifest, submission: Submission) -> tuple[list[StaticFinding], list[str]]:
-    sources = {name: submission.text(name) or "" for name in manifest.files if name in submission.files}
-    findings, problems = check_sources(manifest, sources)
+    """Static findings over every submitted .py file (helpers the task files import included)."""
+    sources = {name: submission.text(name) or "" for name in submission.files if name.endswith(".py")}
+    others = tuple(name for name in submission.files if not name.endswith(".py"))
+    findings, problems = check_sources(manifest, sources, others)
     notes = [f"{p.filename}: syntax error: {p.message}" for p in problems]
     return findings, notes
 
