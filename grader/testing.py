@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from grader import degenerate
 from grader.diagnose import Mutant, describe_difference, diagnose, outputs_match
 from grader.manifest import Manifest
 from grader.sandbox.client import CallResult
@@ -35,7 +36,7 @@ class StudentProblem(AssertionError):
     def __init__(self, kind: str, message: str):
         super().__init__(message)
         self.kind = kind  # raised | not_implemented | missing | import_failed | timeout |
-        #                   crashed | unsupported | budget | forbidden
+        #                   crashed | unsupported | budget | forbidden | degenerate
 
 
 class Pending(Exception):
@@ -135,7 +136,31 @@ class Check:
                 "wrong", f"{name} changed its input in place ({', '.join(result.facts.mutated_inputs)}); "
                          f"callers still need their tensors: compute into new tensors instead "
                          f"(e.g. x * 2, not x.mul_(2)).")
+        self._refuse_degenerate(name, result.value, args, kwargs)
         return result.value, result.facts
+
+    def _refuse_degenerate(self, name: str, value, args: tuple, kwargs: dict) -> None:
+        """Fail a call that returned zeros, a constant, NaN or an input unchanged where the
+        trusted reference does not (grader.degenerate); free for an ordinary output."""
+        found = degenerate.suspicions(value, args, kwargs)
+        reference = self.context.reference.get(name)
+        if not found or reference is None:
+            return
+        try:
+            expected = reference(*args, **kwargs)
+        except Exception:  # the reference cannot judge these inputs here: leave it to the test
+            return
+        suspicion = degenerate.unexplained(found, expected, args, kwargs)
+        if suspicion is None:
+            return
+        text = degenerate.message(name, suspicion, self.section_for(name))
+        self.record["measured"] = suspicion.detail
+        found_mutant = diagnose(self.context.mutants, name, args, kwargs, value) if self.context.mutants else None
+        if found_mutant is not None:
+            self.record["diagnosis"] = found_mutant.to_dict()
+            text += (f"\nLikely cause: {found_mutant.title}. {found_mutant.explanation} "
+                     f"(lecture {found_mutant.section}).")
+        raise StudentProblem("degenerate", text)
 
     def call(self, name: str, *args, **kwargs):
         """Call the student's `name`; its value, or a failure that explains what went wrong."""

@@ -4,6 +4,7 @@ affected tests only; the other tests still run and the grader never crashes."""
 from __future__ import annotations
 
 import json
+import shutil
 
 import pytest
 
@@ -23,13 +24,17 @@ EXPECTED = {
     "missing_function": ("normalize", "missing", "no function named normalize", ["double", "quiz"]),
     "wrong_type": ("double", "unsupported", "numpy.ndarray", ["normalize", "quiz"]),
     "wrong_shape": ("double", "wrong", "shape ()", ["normalize", "quiz"]),
-    "nan_output": ("normalize", "wrong", "NaN", ["double", "quiz"]),
+    "nan_output": ("normalize", "degenerate", "NaN", ["double", "quiz"]),
     "print_flood": ("double", "raised", "output limit", ["normalize", "quiz"]),
     "forbidden_alias": ("normalize", "forbidden", "forbidden API", ["double", "quiz"]),
     "forbidden_runtime": ("normalize", "forbidden", "forbidden API", ["double", "quiz"]),
     "wrong_axis": ("normalize", "wrong", "wrong axis", ["double", "quiz"]),
     "in_place": ("double", "wrong", "in place", ["normalize", "quiz"]),
-    "fake_results": ("normalize", "wrong", "max abs error", ["double", "quiz"]),
+    "fake_results": ("normalize", "degenerate", "argument 1 unchanged", ["double", "quiz"]),
+    "degenerate_zeros": ("double", "degenerate", "all zeros", ["normalize", "quiz"]),
+    "degenerate_ones": ("normalize", "degenerate", "all ones", ["double", "quiz"]),
+    "degenerate_constant": ("double", "degenerate", "the same number, 0.25, everywhere", ["normalize", "quiz"]),
+    "degenerate_input": ("normalize", "degenerate", "argument 1 unchanged", ["double", "quiz"]),
 }
 
 
@@ -78,3 +83,28 @@ def test_diagnosis_names_the_mutant(course: Course) -> None:
     result = grade(course, "mini", open_submission(course, "mini", FAULTS / "wrong_axis"))
     diagnosed = {(o.diagnosis or {}).get("id") for o in result.outcomes if o.task == "normalize"}
     assert diagnosed == {"normalize_wrong_axis"}
+
+
+@pytest.mark.parametrize("fault, records", [
+    ("degenerate_zeros", {"double": (0.0, 0, 2, "graded"), "normalize": (40.0, 3, 0, "graded")}),
+    ("degenerate_ones", {"double": (40.0, 2, 0, "graded"), "normalize": (0.0, 0, 3, "graded")}),
+    ("degenerate_constant", {"double": (0.0, 0, 2, "graded"), "normalize": (40.0, 3, 0, "graded")}),
+    ("degenerate_input", {"double": (40.0, 2, 0, "graded"), "normalize": (0.0, 0, 3, "graded")}),
+    ("nan_output", {"double": (40.0, 2, 0, "graded"), "normalize": (0.0, 0, 3, "graded")}),
+    ("reference", {"double": (40.0, 2, 0, "graded"), "normalize": (40.0, 3, 0, "graded")}),
+])
+def test_degenerate_outputs_earn_nothing_and_the_reference_keeps_full_marks(course: Course, fault, records,
+                                                                              tmp_path) -> None:
+    if fault == "reference":
+        workspace = tmp_path / "reference"
+        shutil.copytree(MINI_COURSE / "reference" / "mini", workspace)
+        shutil.copy(FAULTS / "nan_output" / "answers.toml", workspace)
+    else:
+        workspace = FAULTS / fault
+    result = grade(course, "mini", open_submission(course, "mini", workspace))
+    got = {t.task_id: (t.earned, t.passed, t.failed, t.status) for t in result.score.tasks}
+    assert got == {**records, "quiz": (20.0, 2, 0, "graded")}
+    assert result.findings == ()
+    for outcome in result.outcomes:
+        if outcome.status == "failed":
+            assert outcome.kind == "degenerate" and "§" in outcome.message, outcome
