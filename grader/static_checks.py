@@ -724,11 +724,13 @@ class _Walker:
                 and root not in sys.stdlib_module_names and root not in sys.builtin_module_names):
             self.hit(EVASION, node, f"{root} is a library the grader cannot read")
 
-    def _check_attributes(self, attrs: list[str], node: ast.AST) -> None:
-        for i, attr in enumerate(attrs):
+    def _check_attributes(self, attrs: list[str], node: ast.AST, api: list[str] | None = None) -> None:
+        """Evasion attributes among `attrs`, and API groups named by `api` (default: all of them)."""
+        for attr in attrs if api is None else api:
             for group, names in ATTRIBUTES.items():
                 if attr in names:
                     self.hit(group, node)
+        for i, attr in enumerate(attrs):
             if attr in _ATTRIBUTES:
                 self.hit(EVASION, node, _ATTRIBUTES[attr])
             if (attr == "__class__" and i + 1 < len(attrs) and attrs[i + 1].startswith("__")
@@ -828,8 +830,16 @@ class _Walker:
                 self._check_dotted(kind[1], node, star=len(kind) > 2)
             elif kind[0] == "builtin":
                 self._reference([kind], root, [])
-        # attributes of the student's own names are the student's own (helpers.softmax)
-        self._check_attributes(attrs if not own else [a for a in attrs if a in _ATTRIBUTES], node)
+        # Attributes of the student's own names are the student's own (helpers.softmax). Under an
+        # imported module the dotted name was checked whole, so only its last part can be a
+        # function's name: torch.backends.cuda.matmul.allow_tf32 is not a matrix product.
+        if own:
+            api: list[str] = []
+        elif kinds and all(k[0] == "ext" for k in kinds):
+            api = attrs[-1:]
+        else:
+            api = attrs
+        self._check_attributes(attrs, node, api)
 
     def _store_attribute(self, name: str, attrs: list[str]) -> None:
         """`STATE.fn = g` or `helpers.f = g`: this unit becomes part of that name."""

@@ -204,6 +204,16 @@ def test_literal_names_of_a_forbidden_function_count_in_its_own_group(source, gr
     assert found(source) == {("soft", "softmax")} | {("soft", g) for g in group}
 
 
+def test_settings_named_like_a_group_are_not_calls():
+    settings = ("import torch\ntorch.backends.cuda.matmul.allow_tf32 = False\n" + KERNEL +
+                "def flash(x):\n    torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction = True\n"
+                + LAUNCH + "    return y\n")
+    assert found(settings) == set()
+    # the whole dotted name still counts: torch.softmax followed by anything is torch.softmax
+    assert found("import torch\ndef softmax(x, dim=-1):\n    return torch.softmax.__call__(x, dim)\n") == {
+        ("soft", "softmax")}
+
+
 def test_literal_names_of_allowed_functions_are_fine():
     source = ("import operator, torch\n"
               "def softmax(x, dim=-1, eval=False):\n"
