@@ -64,6 +64,7 @@ LOOKUP_METHODS = frozenset({"get", "pop", "setdefault", "__getitem__"})
 IMPORT_CALLS = frozenset({"importlib.import_module", "importlib.__import__", "__import__",
                           "builtins.__import__", "importlib.util.find_spec"})
 CODE_WIDTH = 100  # characters of source quoted in a finding
+RECURSION_LIMIT = 20_000  # the walk recurses once per nesting level of an expression
 
 _PREFIX_RULES = [(p, r.why) for r in EVASION_RULES if r.kind == "prefix" for p in sorted(r.names)]
 _PRIVATE_ROOTS = {n: r.why for r in EVASION_RULES if r.kind == "private" for n in r.names}
@@ -302,6 +303,7 @@ class _Program:
         self.modules: dict[str, _Module] = {}
         self.units: dict[tuple[str, str], _Unit] = {}
         self.compiled: dict[str, str] = {}  # module name → a compiled file that shadows it
+        self.unreadable: list[str] = []  # files too deeply nested for the parser
         for filename in other_files:
             for suffix in COMPILED_SUFFIXES:
                 if filename.endswith(suffix):
@@ -318,13 +320,22 @@ class _Program:
             except SyntaxError as exc:
                 self.problems.append(SourceProblem(filename, f"{exc.msg} (line {exc.lineno})"))
                 continue
+            except (RecursionError, MemoryError, ValueError) as exc:  # valid or not, too deep to read
+                self.problems.append(SourceProblem(filename, f"cannot be parsed: {type(exc).__name__}"))
+                self.unreadable.append(filename)
+                continue
             name, package = named
             if name not in self.modules:
                 self.modules[name] = _Module(name, filename, package, tree)
         for module in self.modules.values():
             self._collect(module)
         for module in self.modules.values():
-            self._walk_module(module)
+            try:
+                self._walk_module(module)
+            except RecursionError:  # valid Python, nested deeper than the check can follow
+                self.units[(module.name, "<module>")].hits.append(_Hit(
+                    EVASION, module.filename, 1, f"{module.filename} — nested too deeply for the grader "
+                                                 f"to check; split long expressions"))
 
     # ------------------------------------------------------------ structure
     def _unit(self, module: _Module, name: str, line: int, kernel: bool = False) -> _Unit:
@@ -653,7 +664,10 @@ class _Walker:
 
     # ------------------------------------------------------------ recording
     def hit(self, group: str, node: ast.AST, why: str = "") -> None:
-        code = " ".join(ast.unparse(node).split())
+        try:
+            code = " ".join(ast.unparse(node).split())
+        except RecursionError:
+            code = f"<{type(node).__name__}>"
         if len(code) > CODE_WIDTH:
             code = code[: CODE_WIDTH - 1] + "…"
         if why:
@@ -1076,6 +1090,16 @@ def check_sources(manifest: Manifest, sources: dict[str, str],
 
     `sources` maps each submitted .py path to its text; `other_files` names the rest of
     the submission (a compiled module shadows a source file of the same name)."""
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(limit, RECURSION_LIMIT))
+    try:
+        return _check(manifest, sources, other_files)
+    finally:
+        sys.setrecursionlimit(limit)
+
+
+def _check(manifest: Manifest, sources: dict[str, str],
+           other_files: tuple[str, ...]) -> tuple[list[StaticFinding], list[SourceProblem]]:
     program = _Program(sources, other_files)
     manifest_modules = []
     for filename in manifest.files:
@@ -1126,6 +1150,11 @@ def check_sources(manifest: Manifest, sources: dict[str, str],
                         task.id, function, NO_TRITON_LAUNCH, unit.line,
                         f"{unit.filename}: {function} reaches no kernel[grid](...) launch of a "
                         f"@triton.jit kernel"))
+    for task in manifest.tasks:
+        if EVASION in _task_groups(task):
+            for filename in program.unreadable:
+                findings.append(StaticFinding(task.id, "", EVASION, 1, f"{filename}: nested too deeply "
+                                                                        f"for the grader to check"))
     course = sorted({h for key in everything for h in program.units[key].hits if h.group == COURSE_CODE},
                     key=lambda h: (h.filename, h.line, h.code))
     for task in manifest.tasks:

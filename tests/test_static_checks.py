@@ -281,6 +281,16 @@ def test_module_level_code_counts_for_every_task_that_imports_it():
     assert found(source.replace("from helpers import f", "f = abs"), helpers) == set()
 
 
+@pytest.mark.parametrize("terms", [3000, 20000, 200000])
+def test_code_too_deep_to_follow_is_refused_not_a_crash(terms):
+    source = "import torch\ndef softmax(x, dim=-1):\n    return " + " + ".join(["x"] * terms) + "\n"
+    findings, _ = check_sources(FULL, {"a.py": source})
+    expected = set() if terms == 3000 else {("soft", "evasion"), ("attn", "evasion"), ("flash", "evasion")}
+    if terms == 20000:  # parsed, too deep to walk: import-time code of a.py, for every task that imports it
+        expected = {("soft", "evasion")}
+    assert {(f.task, f.group) for f in findings} == expected
+
+
 def test_code_under_the_main_guard_does_not_run_on_import():
     assert found("import torch\ndef softmax(x, dim=-1):\n    return x\n"
                  "if __name__ == '__main__':\n    print(torch.softmax(torch.zeros(2), 0))\n") == set()
