@@ -48,13 +48,13 @@ from pathlib import Path
 from typing import Protocol
 
 from grader.course import Course
-from grader.errors import ClassDataError, GraderError, SubmissionError
+from grader.errors import ClassDataError, GradebookError, GraderError, SubmissionError
 from grader.gradebook import Gradebook
 from grader.manifest import load_manifest
 from grader.roster import read_timestamps
 from grader.student_ids import check_student_id
 from grader.submission import Submission, load_submission
-from grader.text import one_line, printable
+from grader.text import one_line, printable, storable
 
 TIMESTAMPS_FILE = "timestamps.csv"
 SUBMISSION_SUFFIXES = (".zip", ".ipynb")
@@ -355,8 +355,9 @@ def run_batch(course: Course, assignment_id: str, submissions_dir: str | Path, g
 
     def fail(entry: Entry, sha256: str, error: str) -> None:
         error = one_line(error, 2000)  # a record is one printable line, whatever the submission did
-        gradebook.record_error(entry.student, assignment_id, sha256, error)
-        summary.errors[entry.student] = error
+        student = storable(entry.student)  # an entry named by undecodable bytes is still recorded
+        gradebook.record_error(student, assignment_id, sha256, error)
+        summary.errors[student] = error
         progress("error", entry.student, summary)
 
     # Plan: hash everything first (cheap), so skips are instant and the ETA is honest.
@@ -413,7 +414,13 @@ def run_batch(course: Course, assignment_id: str, submissions_dir: str | Path, g
         if result.submission_sha256 != submission.sha256:
             fail(entry, submission.sha256, "the files changed while they were being graded; run the batch again")
             return
-        gradebook.record(result, submission)
+        try:
+            gradebook.record(result, submission)
+        except GradebookError:
+            raise  # storage itself is broken: no point going on
+        except Exception as exc:  # something in this student's result the gradebook cannot hold
+            fail(entry, submission.sha256, f"grader error: the result could not be recorded: {_describe(exc)}")
+            return
         summary.graded.append(entry.student)
         summary.scores[entry.student] = result.score.total
         progress("graded", entry.student, summary)

@@ -18,6 +18,7 @@ from pathlib import Path
 from grader.errors import GradebookError
 from grader.grading import GradeResult
 from grader.submission import Submission
+from grader.text import storable
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS students (
@@ -173,7 +174,7 @@ class Gradebook:
             db.executemany(
                 "INSERT OR REPLACE INTO test_results VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 [(submission_id, o.name, o.task, o.status, o.kind, o.fraction,
-                  (o.diagnosis or {}).get("id"), o.message, o.duration_s)
+                  (o.diagnosis or {}).get("id"), storable(o.message), o.duration_s)
                  for o in result.outcomes])
         return submission_id
 

@@ -79,8 +79,8 @@ def _mib(size: int) -> str:
 
 def _safe_name(name: str) -> str | None:
     """The archive or folder path as a relative posix path, or None when it must be skipped."""
-    if any(ord(c) < 32 or 0x7f <= ord(c) <= 0x9f for c in name):
-        return None  # control characters: never an assignment file, and unsafe to show
+    if any(ord(c) < 32 or 0x7f <= ord(c) <= 0x9f or 0xd800 <= ord(c) <= 0xdfff for c in name):
+        return None  # control characters or undecodable bytes: never an assignment file, unsafe to show or store
     path = PurePosixPath(name.replace("\\", "/"))
     if path.is_absolute() or ".." in path.parts or not path.parts:
         return None
