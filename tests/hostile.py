@@ -229,6 +229,10 @@ def formula_name_zip(folder: Path) -> Path:
     return write(folder / '=HYPERLINK("http:x")' ".zip", zip_bytes({"mini.py": GOOD}))
 
 
+def undecodable_name_zip(folder: Path) -> Path:
+    return write(folder / os.fsdecode(b"\xffbad.zip"), zip_bytes({"mini.py": GOOD}))
+
+
 def link_entry(folder: Path) -> Path:
     outside = folder.parent / "outside"
     outside.mkdir(exist_ok=True)
@@ -304,6 +308,10 @@ BAD_ENTRIES: dict[str, tuple[Builder, str]] = {
                                                "as folder names and gradebook keys, so use 1 to 64 letters, digits "
                                                "and . _ - @ +, starting with a letter or digit; rename the entry "
                                                "to the student's id"),
+    "\\xffbad": (undecodable_name_zip, "InvalidStudentId: entry '\\udcffbad.zip': '\\udcffbad' is not a usable "
+                                      "student id: ids are used as folder names and gradebook keys, so use 1 to "
+                                      "64 letters, digits and . _ - @ +, starting with a letter or digit; rename "
+                                      "the entry to the student's id"),
     "l01": (link_entry, "SubmissionError: l01 is a symbolic link; batch entries must be real folders or files "
                         "(copy the files in)"),
     "p01": (fifo_entry, "SubmissionError: p01.zip is not a regular file; hand in a folder, a .zip or an .ipynb"),

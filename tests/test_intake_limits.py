@@ -163,6 +163,7 @@ def test_folder_links_and_special_files_are_never_followed(tmp_path: Path):
     os.symlink(outside, work / "linked")
     os.symlink("/dev/zero", work / "zeros.py")
     os.mkfifo(work / "pipe.py")
+    (work / os.fsdecode(b"\xff.py")).write_text("X = 2\n")  # a name that is not UTF-8: skipped
     (work / "pkg").mkdir()
     (work / "pkg" / "helper.py").write_text("X = 1\n")
     with no_hang():

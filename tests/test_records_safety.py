@@ -11,6 +11,7 @@ import io
 import json
 import re
 import shutil
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -35,7 +36,7 @@ from grader.roster import read_roster, read_timestamps
 from grader.scoring import score
 from grader.student_ids import check_student_id, is_student_id
 from grader.submission import Submission
-from grader.text import one_line, printable, printable_data
+from grader.text import one_line, printable, printable_data, storable
 from tests.conftest import FAULTS, ROOT
 
 CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
@@ -335,6 +336,9 @@ def test_printable_removes_everything_a_terminal_acts_on():
     assert printable("\u202aa\u202bb\u202cc\u202dd\u2066e\u2067f\u2068g\u2069h\u200ei\u200fj\u061ck") == "abcdefghijk"
     assert printable("\x1b]0;unterminated title") == "0;unterminated title"
     assert printable("") == "" and printable(42) == "42"
+    assert printable("bad \udcff byte") == "bad  byte"
+    assert storable("bad \udcff byte") == "bad \\xff byte" and storable("x\ud800") == "x\\ud800"
+    assert storable("résumé") == "résumé"
     assert one_line("a\nb\r\n\x1b[1mc") == "a b c"
     assert printable_data({"k\x1b[0m": ["\x1b[1mx", ("y\r",), 3, None]}) == {"k": ["x", ("y",), 3, None]}
 
@@ -356,6 +360,23 @@ def test_submit_never_passes_escapes_to_the_terminal_or_the_records(mini_course:
     with Gradebook(mini_course / ".grade" / "gradebook.sqlite") as book:  # the record keeps what was printed
         (record,) = book.submissions("mini", "eve")
     assert "\x1b[2J" in record.result.student_output
+
+
+def test_an_undecodable_message_is_graded_shown_and_recorded(mini_course: Path, tmp_path: Path):
+    json_path = tmp_path / "results.json"
+    result = CliRunner().invoke(main, ["--course", str(mini_course), "submit", "mini", "--workspace",
+                                       str(FAULTS / "undecodable_message"), "--student", "una", "--json",
+                                       str(json_path)], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    assert "double raised RuntimeError: bad  byte" in result.output
+    html = (mini_course / ".grade" / "reports" / "una" / "mini.html").read_text(encoding="utf-8")
+    assert "bad  byte" in html and json.loads(json_path.read_text())["score"] == 60.0
+    with Gradebook(mini_course / ".grade" / "gradebook.sqlite") as book:
+        (record,) = book.submissions("mini", "una")
+    assert "bad \udcff byte" in record.result.outcomes[0].message  # the record keeps it (JSON escapes it)
+    with sqlite3.connect(mini_course / ".grade" / "gradebook.sqlite") as db:
+        stored = db.execute("SELECT DISTINCT message FROM test_results WHERE task_id = 'double'").fetchall()
+    assert len(stored) == 1 and stored[0][0].startswith("double raised RuntimeError: bad \\xff byte")
 
 
 def test_renderers_and_summaries_make_student_text_printable(mini_course: Path, tmp_path: Path):
