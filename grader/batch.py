@@ -51,6 +51,7 @@ from grader.course import Course
 from grader.errors import ClassDataError, GradebookError, GraderError, SubmissionError
 from grader.gradebook import Gradebook
 from grader.manifest import load_manifest
+from grader.policy import require_sandbox
 from grader.roster import read_timestamps
 from grader.student_ids import check_student_id
 from grader.submission import Submission, load_submission
@@ -74,6 +75,8 @@ class GradingJob:
     submitted_at: str | None = None  # ISO 8601 with a zone
     report_path: str | None = None  # where the worker writes the student's HTML report
     seed: int | None = None
+    allow_weak_sandbox: bool = False  # grade below the course's required sandbox level (recorded)
+    protected: tuple[str, ...] = ()  # paths the worker must not read (the gradebook, say)
 
 
 @dataclass(frozen=True)
@@ -105,7 +108,8 @@ def run_job(job: GradingJob) -> JobResult:
         when = datetime.fromisoformat(job.submitted_at) if job.submitted_at else None
         submission = open_submission(course, job.assignment_id, job.path, student=job.student,
                                      submitted_at=when)
-        result = grade(course, job.assignment_id, submission, mode="submit", seed=job.seed)
+        result = grade(course, job.assignment_id, submission, mode="submit", seed=job.seed,
+                       allow_weak_sandbox=job.allow_weak_sandbox, protected=tuple(job.protected))
         if job.report_path:
             from grader.report import write_html
 
@@ -337,10 +341,16 @@ def _noop(_event: str, _student: str, _summary: BatchSummary) -> None:
 
 def run_batch(course: Course, assignment_id: str, submissions_dir: str | Path, gradebook: Gradebook, *,
               jobs: int = 1, force: bool = False, executor: Executor | None = None,
-              write_reports: bool = True, progress: ProgressCallback = _noop) -> BatchSummary:
-    """Grade every submission in `submissions_dir` not yet graded; record each result."""
+              write_reports: bool = True, progress: ProgressCallback = _noop,
+              allow_weak_sandbox: bool = False) -> BatchSummary:
+    """Grade every submission in `submissions_dir` not yet graded; record each result.
+
+    Raises SandboxRefused before grading anyone when this host cannot give the
+    course's required sandbox level (unless `allow_weak_sandbox`)."""
     started = time.perf_counter()
     manifest = load_manifest(course.assignment_dir(assignment_id) / "assignment.toml")
+    if not allow_weak_sandbox:
+        require_sandbox(course)
     entries, ignored = discover(submissions_dir, strict=False)
     stamps_path = Path(submissions_dir) / TIMESTAMPS_FILE
     times = read_timestamps(stamps_path) if stamps_path.is_file() else {}
@@ -390,7 +400,8 @@ def run_batch(course: Course, assignment_id: str, submissions_dir: str | Path, g
         return GradingJob(course_root=str(course.root), assignment_id=assignment_id, path=str(entry.path),
                           student=entry.student,
                           submitted_at=submission.submitted_at.isoformat() if submission.submitted_at else None,
-                          report_path=str(report) if report else None)
+                          report_path=str(report) if report else None,
+                          allow_weak_sandbox=allow_weak_sandbox, protected=(str(gradebook.path),))
 
     def feed() -> None:
         while todo and len(in_flight) < window:

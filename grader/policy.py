@@ -10,6 +10,7 @@ exists and says which.
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 
 from grader.course import Course
 from grader.errors import SandboxRefused
@@ -26,12 +27,13 @@ def refusal(isolation: Isolation, settings: SandboxSettings) -> str | None:
     layers = set(isolation.layers)
     if any(level <= layers for level in settings.require):
         return None
-    closest = min(settings.require, key=lambda level: (len(level - layers), sorted(level)))
-    gaps = [name for name in LAYER_ORDER if name in closest - layers]
-    reasons = "; ".join(f"{name}: {isolation.missing.get(name, 'not available here')}" for name in gaps)
-    return (f"refusing an official grade: the sandbox here is {isolation.level}, but the course requires "
-            f"{settings.required_text()} (missing {reasons}); pass {OVERRIDE_FLAG} to grade anyway "
-            f"(the result records it)")
+    gaps = []
+    for level in settings.require:
+        names = [name for name in LAYER_ORDER if name in level - layers]
+        missing = ", ".join(f"{name} ({isolation.missing.get(name, 'not available here')})" for name in names)
+        gaps.append(f"{'+'.join(n for n in LAYER_ORDER if n in level)} lacks {missing}")
+    return (f"refusing an official grade: the sandbox here is {isolation.level}, below every level the course "
+            f"requires ({'; '.join(gaps)}); pass {OVERRIDE_FLAG} to grade anyway (the result records it)")
 
 
 def host_isolation(uid_range: tuple[int, int]) -> Isolation:
@@ -55,3 +57,32 @@ def require_sandbox(course: Course) -> None:
     reason = refusal(host_isolation(settings.uid_range), settings)
     if reason is not None:
         raise SandboxRefused(reason)
+
+
+@dataclass(frozen=True)
+class HostReport:
+    lines: tuple[str, ...]
+    refusal: str | None
+
+
+def inspect_host(course: Course) -> HostReport:
+    """Start one worker here and report each layer it got (for `grade sandbox`)."""
+    from grader.sandbox.client import Sandbox, SandboxUnavailable
+
+    settings = load_settings(course.root).sandbox
+    with Sandbox({"probe.py": b""}, ["probe.py"], uid_range=settings.uid_range, budget_s=180,
+                 protected=(str(course.root),)) as box:
+        try:
+            confirmed = box.wait_ready()
+        except SandboxUnavailable as exc:
+            return HostReport((f"no worker could be started: {exc}",), str(exc))
+    lines = [f"level: {confirmed.level}"]
+    for name in LAYER_ORDER:
+        if name in confirmed.layers:
+            lines.append(f"  ✓ {name}: {confirmed.details.get(name, 'on')}")
+        elif name in confirmed.missing:
+            lines.append(f"  ✗ {name}: {confirmed.missing[name]}")
+    reason = refusal(confirmed, settings)
+    lines.append(f"required for an official grade: {settings.required_text()}")
+    lines.append("official grades: refused" if reason else "official grades: allowed")
+    return HostReport(tuple(lines), reason)

@@ -164,7 +164,8 @@ class HostLayers:
         if self.landlock_abi >= 1:
             layers.add("landlock")
         else:
-            missing["landlock"] = "this kernel has no Landlock"
+            missing["landlock"] = (f"turned off by {WITHOUT_ENV}" if "landlock" in turned_off()
+                                   else "this kernel has no Landlock")
         return Isolation(ordered(layers), {}, missing)
 
 
@@ -185,12 +186,23 @@ def uid_reason(uid: int | None) -> str:
     return uids.runtime_reachable(uid, runtime_files())
 
 
+WITHOUT_ENV = "GRADE_SANDBOX_WITHOUT"  # e.g. "uid,seccomp": behave as a host without those layers
+
+
+def turned_off() -> set[str]:
+    """Layers switched off by GRADE_SANDBOX_WITHOUT (to rehearse a weaker host)."""
+    return {part.strip() for part in os.environ.get(WITHOUT_ENV, "").split(",") if part.strip()}
+
+
 def host_layers(probe_uid: int | None) -> HostLayers:
     """Detect the layers (cheap; the probes are cached per process)."""
-    uid_problem = uid_reason(probe_uid)
+    off = turned_off()
+    why_off = f"turned off by {WITHOUT_ENV}"
+    uid_problem = why_off if "uid" in off else uid_reason(probe_uid)
     as_uid = probe_uid if not uid_problem else None
-    return HostLayers(bubblewrap=bwrap_works(as_uid), uid=uid_problem, landlock_abi=landlock.abi_version(),
-                      seccomp=seccomp_filter.available())
+    return HostLayers(bubblewrap=bwrap_works(as_uid) and "bubblewrap" not in off, uid=uid_problem,
+                      landlock_abi=0 if "landlock" in off else landlock.abi_version(),
+                      seccomp=why_off if "seccomp" in off else seccomp_filter.available())
 
 
 def bwrap_command(workdir: str, runtime: str, use_gpu: bool) -> list[str]:

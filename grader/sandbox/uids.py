@@ -61,19 +61,17 @@ def lock_dir() -> Path:
 
 
 def processes_of(uid: int) -> list[int]:
-    """Pids whose real uid is `uid` (from /proc)."""
+    """Live pids whose real uid is `uid` (from /proc; zombies, which can do nothing, are left out)."""
     found = []
     for entry in os.scandir("/proc"):
         if not entry.name.isdigit():
             continue
         try:
             with open(f"/proc/{entry.name}/status", "rb") as fh:
-                for line in fh:
-                    if line.startswith(b"Uid:"):
-                        if int(line.split()[1]) == uid:
-                            found.append(int(entry.name))
-                        break
-        except (OSError, ValueError):
+                fields = dict(line.split(b":", 1) for line in fh if b":" in line)
+            if int(fields[b"Uid"].split()[0]) == uid and not fields[b"State"].strip().startswith(b"Z"):
+                found.append(int(entry.name))
+        except (OSError, ValueError, KeyError):
             continue
     return found
 
