@@ -11,7 +11,7 @@ from pathlib import Path
 import click
 
 from grader.course import Course, find_course
-from grader.errors import GraderError
+from grader.errors import GraderError, SandboxRefused
 from grader.text import one_line
 
 SELF_CHECK_STUDENT = "self-check"  # `grade check` records nothing, so it needs no real student id
@@ -65,6 +65,13 @@ def main(ctx: click.Context, course_dir: str | None) -> None:
             raise GradeCommandError(exc) from exc
 
 
+def weak_sandbox_option(command):
+    return click.option(
+        "--allow-weak-sandbox", is_flag=True,
+        help="Grade even where the sandbox lacks a layer the course requires (recorded in the result).",
+    )(command)
+
+
 def gradebook_option(command):
     return click.option(
         "--gradebook", "gradebook_path", default=None, type=click.Path(dir_okay=False),
@@ -86,6 +93,23 @@ def list_assignments(course: Course) -> None:
         for task in manifest.tasks:
             extra = " bonus" if task.bonus else ""
             click.echo(f"    {task.id:<32} {task.points:>6g}{extra}  [{task.kind}] {task.section_text}")
+
+
+@main.command("sandbox")
+@pass_course
+@library_errors
+def sandbox_command(course: Course) -> None:
+    """The sandbox level this host gives a worker, layer by layer, and whether the course accepts it.
+
+    Starts one real worker to confirm every layer. Exit 0 when an official grade is
+    possible here, 4 when it is not (with the reason and the override flag)."""
+    from grader.policy import inspect_host
+
+    report = inspect_host(course)
+    for line in report.lines:
+        click.echo(line)
+    if report.refusal:
+        raise GradeCommandError(SandboxRefused(report.refusal))
 
 
 @main.command()
@@ -123,12 +147,17 @@ def check(course: Course, assignment: str, workspace: str | None, task_id: str |
               help="Submission time (ISO 8601 with zone) for the late policy.")
 @click.option("--no-record", is_flag=True, help="Do not write the gradebook.")
 @click.option("--seed", type=int, default=None, help="Input seed (default: fresh, printed).")
+@click.option("--timing-device", type=click.Choice(["auto", "cuda", "cpu"]), default="auto", show_default=True,
+              help="Where kernels are timed: the GPU when there is one; 'cpu' for tests and demonstrations "
+                   "(the report marks those points as CPU-timed).")
+@weak_sandbox_option
 @gradebook_option
 @pass_course
 @library_errors
 def submit(course: Course, assignment: str, workspace: str | None, student: str | None,
            json_path: str | None, html_path: str | None, submitted_at: datetime | None,
-           no_record: bool, seed: int | None, gradebook_path: str | None) -> None:
+           no_record: bool, seed: int | None, timing_device: str, allow_weak_sandbox: bool,
+           gradebook_path: str | None) -> None:
     """The official grade of one submission (exit 0 whenever grading completed)."""
     from grader.gradebook import Gradebook
     from grader.grading import grade, open_submission
@@ -141,7 +170,9 @@ def submit(course: Course, assignment: str, workspace: str | None, student: str 
     submission = open_submission(course, assignment, workspace, student=student,
                                  submitted_at=submitted_at)
     html = Path(html_path) if html_path else course.report_path(submission.student, assignment)
-    result = grade(course, assignment, submission, mode="submit", seed=seed)
+    result = grade(course, assignment, submission, mode="submit", seed=seed, timing_device=timing_device,
+                   allow_weak_sandbox=allow_weak_sandbox,
+                   protected=(str(course.gradebook_path(gradebook_path)), str(html)))
     print_terminal(result)
     if json_path:
         write_gradescope(result, json_path)
@@ -172,11 +203,12 @@ def _existing_gradebook(course: Course, gradebook_path: str | None):
               help="Submissions graded at once (default: the number of CPUs, at most 8).")
 @click.option("--force", is_flag=True, help="Regrade everything, even files already graded.")
 @click.option("--no-reports", is_flag=True, help="Do not write each student's HTML report.")
+@weak_sandbox_option
 @gradebook_option
 @pass_course
 @library_errors
 def batch(course: Course, assignment: str, submissions_dir: str, jobs: int | None, force: bool,
-          no_reports: bool, gradebook_path: str | None) -> None:
+          no_reports: bool, allow_weak_sandbox: bool, gradebook_path: str | None) -> None:
     """Grade a class: each entry of SUBMISSIONS_DIR (folder, .zip, .ipynb) is one student.
 
     Resumable: files already graded are skipped. Optional SUBMISSIONS_DIR/timestamps.csv
@@ -186,7 +218,8 @@ def batch(course: Course, assignment: str, submissions_dir: str, jobs: int | Non
 
     with Gradebook(course.gradebook_path(gradebook_path)) as book, RichProgress() as progress:
         summary = run_batch(course, assignment, submissions_dir, book, jobs=jobs or DEFAULT_JOBS,
-                            force=force, write_reports=not no_reports, progress=progress)
+                            force=force, write_reports=not no_reports, progress=progress,
+                            allow_weak_sandbox=allow_weak_sandbox)
     print_summary(summary)
 
 

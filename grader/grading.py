@@ -7,6 +7,7 @@ next steps, so `grade check` can run the same pipeline without recording.
 
 from __future__ import annotations
 
+import os
 import random
 import time
 from dataclasses import asdict, dataclass, field
@@ -17,7 +18,7 @@ import torch
 
 from grader import __version__
 from grader.course import Course
-from grader.errors import SandboxFailed, SandboxRefused, UnknownTask
+from grader.errors import GraderError, SandboxFailed, SandboxRefused, UnknownTask
 from grader.manifest import Manifest, load_manifest
 from grader.outcomes import StaticFinding, TestOutcome
 from grader.policy import OVERRIDE_FLAG, refusal
@@ -104,6 +105,20 @@ def open_submission(course: Course, assignment_id: str, workspace: str | Path | 
     return load_submission(workspace, manifest.files, student=student, submitted_at=submitted_at)
 
 
+TIMING_DEVICES = ("auto", "cuda", "cpu")
+
+
+def resolve_timing_device(choice: str, use_gpu: bool) -> str | None:
+    """Where timing tests run: 'cuda', 'cpu', or None (pending)."""
+    if choice not in TIMING_DEVICES:
+        raise GraderError(f"timing device must be one of {', '.join(TIMING_DEVICES)}, not {choice!r}")
+    if choice == "auto":
+        return "cuda" if use_gpu else None
+    if choice == "cuda" and not use_gpu:
+        raise GraderError("--timing-device cuda needs a CUDA GPU, and there is none here")
+    return choice
+
+
 def _sandbox_gate(isolation, settings: CourseSettings, mode: str, allow_weak: bool) -> str | None:
     """None, or the note that records a weak sandbox; raises SandboxRefused for an official grade."""
     reason = refusal(isolation, settings.sandbox)
@@ -118,13 +133,15 @@ def _sandbox_gate(isolation, settings: CourseSettings, mode: str, allow_weak: bo
 def grade(course: Course, assignment_id: str, submission: Submission, *,
           mode: str = "submit", only_task: str | None = None, seed: int | None = None,
           use_gpu: bool | None = None, allow_weak_sandbox: bool = False,
-          protected: tuple[str, ...] = ()) -> GradeResult:
+          protected: tuple[str, ...] = (), timing_device: str = "auto") -> GradeResult:
     """Grade one submission. Raises GraderError only when grading is impossible.
 
     An official grade (mode "submit") needs a sandbox level the course requires
     (grader.policy): SandboxRefused otherwise, unless `allow_weak_sandbox`, which
     the result records. `protected` adds paths the worker must not read (a
-    gradebook outside the course, say); the course root always is."""
+    gradebook outside the course, say); the course root always is. `timing_device`:
+    "auto" (the GPU when there is one, else timing tests are pending), "cuda", or
+    "cpu" (tests and demonstrations: the report marks the points as CPU-timed)."""
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}")
     started = time.perf_counter()
@@ -134,6 +151,9 @@ def grade(course: Course, assignment_id: str, submission: Submission, *,
                           f"(tasks: {', '.join(t.id for t in manifest.tasks)})")
     seed = seed if seed is not None else random.SystemRandom().randrange(1, 2**31)
     use_gpu = torch.cuda.is_available() if use_gpu is None else use_gpu
+    timed_on = resolve_timing_device(timing_device, use_gpu)
+    if not use_gpu:  # the reference's Triton kernels run here too: through the interpreter
+        os.environ.setdefault("TRITON_INTERPRET", "1")
     limits = manifest.limits
     settings = load_settings(course.root)
     sandbox = Sandbox(submission.files, list(manifest.files), call_timeout_s=limits.call_timeout_s,
@@ -162,7 +182,8 @@ def grade(course: Course, assignment_id: str, submission: Submission, *,
             visibility = "visible"
         context = GradingContext(runner=SandboxRunner(sandbox), manifest=manifest,
                                  reference=reference, mutants=mutants, seed=seed,
-                                 device="cuda" if use_gpu else "cpu", hidden=mode == "submit")
+                                 device="cuda" if use_gpu else "cpu", hidden=mode == "submit",
+                                 timing_device=timed_on)
         outcomes, errors = run_suite(tests_dir, context, visibility=visibility, only_task=only_task)
         notes += [f"test collection problem: {e}" for e in errors]
         if mode == "submit" and only_task in (None, "quiz"):

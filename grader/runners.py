@@ -47,8 +47,16 @@ class SandboxRunner:
             self.fatal[name] = result
         return result
 
-    def time(self, name: str, input_sets: list, options: dict) -> CallResult:
-        return self.sandbox.time(name, input_sets, options)
+    def time_block(self, name: str, pool, shapes, kwargs: dict, calls: list, projection_seed: int) -> CallResult:
+        if name in self.fatal:
+            return self.call(name, (), {})
+        return self.sandbox.time_block(name, pool, shapes, kwargs, calls, projection_seed)
+
+    def timed_outputs(self, indices: list[int]) -> CallResult:
+        return self.sandbox.timed_outputs(indices)
+
+    def frozen(self):
+        return self.sandbox.frozen()
 
 
 class InProcessRunner:
@@ -110,10 +118,15 @@ class InProcessRunner:
         facts.mutated_inputs = changed_inputs(before, args, kwargs)
         return CallResult(status="ok", value=value, facts=facts)
 
-    def time(self, name: str, input_sets: list, options: dict) -> CallResult:
-        from grader.sandbox.timer import time_function
+    def time_block(self, name: str, pool, shapes, kwargs: dict, calls: list, projection_seed: int) -> CallResult:
+        from grader.sandbox.timer import make_pool, run_block
 
         function = self.lookup(name)
         if function is None:
             return CallResult(status="missing", detail=name)
-        return CallResult(status="ok", value=time_function(function, input_sets, **options))
+        block = run_block(function, make_pool(pool), shapes, calls, kwargs, projection_seed, pool.device)
+        self._timed = block.outputs
+        return CallResult(status="ok", value={"checksums": block.checksums, "event_ms": block.event_ms})
+
+    def timed_outputs(self, indices: list[int]) -> CallResult:
+        return CallResult(status="ok", value=[self._timed[i] for i in indices])

@@ -54,6 +54,7 @@ class GradingContext:
     seed: int = 0
     device: str = "cpu"
     hidden: bool = False
+    timing_device: str | None = None  # where kernels are timed: "cuda", "cpu" (demonstrations), or nowhere
 
 
 class _Namespace:
@@ -309,6 +310,42 @@ class Check:
         self.record["heatmap"] = {"student": a2.tolist(), "reference": e2.tolist()}
 
     # -------------------------------------------------------------- timing
+    def time_against(self, name: str, reference_fn, case) -> None:
+        """Time the student's `name` against `reference_fn` on `case` (a grader.timing.TimingCase).
+
+        Pending without a timing device. The ratio comes from the trusted wall clock
+        (grader.timing); a kernel whose timed outputs do not match earns no speed credit."""
+        from grader.scoring import speed_fraction
+        from grader.timing import TimingFailed, compare_speed
+
+        device = self.context.timing_device
+        if device is None:
+            self.pending("not timed: no CUDA device")
+        try:
+            result = compare_speed(self.context.runner, name, reference_fn, case, device=device,
+                                   seed=self.gen.initial_seed())
+        except TimingFailed as exc:
+            raise StudentProblem("raised", f"{name} could not be timed: {exc}") from None
+        section = self.section_for(name) or "§24"
+        timing = {**result.to_dict(), "cpu_timed": device == "cpu"}
+        if case.flops:
+            timing["student_tflops"] = case.flops / (result.student.median_ms * 1e-3) / 1e12
+            timing["reference_tflops"] = case.flops / (result.reference.median_ms * 1e-3) / 1e12
+        if not result.verified:
+            timing["fraction"] = 0.0
+            self.record["timing"] = timing
+            raise AssertionError(f"{name}: the outputs of the timed calls do not match the reference "
+                                 f"({result.problems[0]}), so the timing earns no speed credit: every timed "
+                                 f"call must compute its whole output from its own inputs ({section}).")
+        thresholds = self.context.manifest.task(self.task_id).speed if self.context.manifest else ()
+        fraction = speed_fraction(thresholds, result.ratio)
+        timing["fraction"] = fraction
+        self.record["timing"] = timing
+        where = "CPU-timed, " if device == "cpu" else ""
+        rate = f", {timing['student_tflops']:.1f} TFLOP/s" if case.flops and device != "cpu" else ""
+        self.award(fraction, f"{result.ratio:.2f}× the reference time ({where}{result.student.median_ms:.3f} ms "
+                             f"vs {result.reference.median_ms:.3f} ms per call by the grader's clock{rate})")
+
     def award(self, fraction: float, detail: str) -> None:
         """Partial credit for this test (timing): 0 ≤ fraction ≤ 1."""
         self.record["fraction"] = max(0.0, min(1.0, float(fraction)))

@@ -15,6 +15,7 @@ worker that stops half-way through a reply cannot hold the grader.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -22,6 +23,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -271,6 +273,9 @@ class Sandbox:
         try:
             self.wait_ready()
         except SandboxUnavailable as exc:
+            if self.budget_left_s <= 0:  # the budget ran out while a fresh worker started
+                return CallResult(status="budget",
+                                  detail=f"the submission's time budget of {self.budget_s:g} s is used up")
             return CallResult(status="crashed", detail=str(exc))
         if not self._awaiting_hello:
             return None
@@ -410,7 +415,33 @@ class Sandbox:
                              "kwargs": dict(kwargs or {}), "forbidden": list(forbidden),
                              "track_tensors": track_tensors, "device": device}, timeout_s)
 
-    def time(self, name: str, input_sets: list, options: dict,
-             timeout_s: float | None = None) -> CallResult:
-        return self.request({"op": "time", "name": name, "input_sets": input_sets,
-                             "options": options}, timeout_s)
+    def time_block(self, name: str, pool, shapes, kwargs: dict, calls: list, projection_seed: int,
+                   timeout_s: float | None = None) -> CallResult:
+        """One timed block in the worker (grader.timing decides what it is worth)."""
+        return self.request({"op": "time_block", "name": name, "pool": pool.to_message(),
+                             "shapes": [list(s) for s in shapes], "kwargs": dict(kwargs), "calls": calls,
+                             "projection_seed": projection_seed}, timeout_s)
+
+    def timed_outputs(self, indices: list[int], timeout_s: float | None = None) -> CallResult:
+        return self.request({"op": "timed_outputs", "indices": list(indices)}, timeout_s)
+
+    @contextlib.contextmanager
+    def frozen(self) -> Iterator[None]:
+        """Stop every process of the worker's uid (SIGSTOP) while the reference is timed, so the
+        worker cannot load the machine then; nothing is stopped without a uid of its own."""
+        stopped = self._signal_all(signal.SIGSTOP)
+        try:
+            yield
+        finally:
+            if stopped:
+                self._signal_all(signal.SIGCONT)
+
+    def _signal_all(self, number: int) -> bool:
+        if self._slot is None or self._proc is None:
+            return False
+        for pid in uids.processes_of(self._slot.uid):
+            try:
+                os.kill(pid, number)
+            except (ProcessLookupError, PermissionError):
+                pass
+        return True

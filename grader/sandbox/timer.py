@@ -1,71 +1,133 @@
-"""Low-level timing of one function, in whichever process runs it.
+"""One timed block of calls, run the same way for the student and the reference.
 
-The worker uses it for the student's kernel, the trusted process for the
-reference kernel; `grader.timing` interleaves the two and does the statistics.
-Protocol per repeat: rotate to the next seeded input set, flush the L2 cache
-by writing a buffer larger than it, then time the call alone with CUDA events.
-The first call of each input set is untimed (it compiles the kernel).
+The student's block runs in the sandbox worker and the reference's in the
+trusted process, through this one function, so both pay exactly the same
+overheads. What decides points is measured outside the worker (grader.timing):
+the trusted process's wall clock around the whole block request, and a check
+of the outputs. This module only makes the work honest to do and hard to skip:
+
+- Inputs are fresh for every call: views at random offsets into a seeded
+  random pool (`make_pool`), so no two calls see the same tensors and no
+  output can be cached by identity or content. Offsets are chosen by the
+  trusted side and arrive with the request.
+- The L2 cache is flushed before every call on a GPU.
+- Every output is kept until the next block, and the block returns one
+  checksum per output: its float64 dot product with a seeded random vector.
+  The checksums need every output finished, so the worker cannot answer
+  before its GPU work is done; the trusted side compares them with the
+  reference's and asks for a few whole outputs, chosen afterwards.
+- CUDA events time each call inside the block: a refinement that is shown,
+  but that never beats the trusted wall clock.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import torch
 
 L2_FLUSH_BYTES = 256 * 1024 * 1024  # larger than any current GPU's L2 (H100/H200: 50 MiB)
+ALIGN = 64  # elements: every view starts 128-byte aligned in fp16, 256 in fp32
 
 
-class WallClock:
-    """A CPU timer with the same shape as a pair of CUDA events."""
+@dataclass(frozen=True)
+class PoolSpec:
+    """The random pool that a block's inputs are views of."""
 
-    def __init__(self, now: Callable[[], float] = time.perf_counter):
-        self.now = now
+    seed: int
+    numel: int
+    dtype: str  # "float16", "float32", ...
+    device: str
 
-    def start(self) -> float:
-        return self.now()
+    def to_message(self) -> dict:
+        return {"seed": self.seed, "numel": self.numel, "dtype": self.dtype, "device": self.device}
 
-    def stop(self, started: float) -> float:
-        return (self.now() - started) * 1e3
+    @classmethod
+    def from_message(cls, data: dict) -> PoolSpec:
+        return cls(int(data["seed"]), int(data["numel"]), str(data["dtype"]), str(data["device"]))
 
 
-def time_function(
-    function: Callable,
-    input_sets: Sequence[tuple[tuple, dict]],
-    repeats: int = 30,
-    warmup: int = 3,
-    device: str = "cuda",
-    flush_bytes: int = L2_FLUSH_BYTES,
-    clock: WallClock | None = None,
-) -> list[float]:
-    """Milliseconds of `repeats` calls, cycling through `input_sets`."""
-    if not input_sets:
-        raise ValueError("time_function needs at least one input set")
+def make_pool(spec: PoolSpec) -> torch.Tensor:
+    """Standard normal values, the same for the same spec in any process on the same kind of device."""
+    generator = torch.Generator(device=spec.device).manual_seed(spec.seed)
+    values = torch.randn(spec.numel, generator=generator, dtype=torch.float32, device=spec.device)
+    return values.to(getattr(torch, spec.dtype))
+
+
+def pool_size(shapes: Sequence[Sequence[int]]) -> int:
+    """A pool twice as large as one call's inputs, so that offsets vary widely."""
+    return 2 * sum(_numel(shape) + ALIGN for shape in shapes)
+
+
+def _numel(shape: Sequence[int]) -> int:
+    count = 1
+    for size in shape:
+        count *= int(size)
+    return count
+
+
+def random_offsets(shapes: Sequence[Sequence[int]], numel: int, calls: int, generator) -> list[list[int]]:
+    """Aligned start offsets of each argument, for each call (`generator`: a random.Random)."""
+    plan = []
+    for _ in range(calls):
+        plan.append([generator.randrange(0, (numel - _numel(shape)) // ALIGN + 1) * ALIGN for shape in shapes])
+    return plan
+
+
+def inputs_at(pool: torch.Tensor, shapes: Sequence[Sequence[int]], offsets: Sequence[int]) -> list[torch.Tensor]:
+    """The call's tensors: contiguous views of the pool."""
+    return [pool[start:start + _numel(shape)].view(*shape) for shape, start in zip(shapes, offsets, strict=True)]
+
+
+def projection(numel: int, seed: int, device: str) -> torch.Tensor:
+    generator = torch.Generator(device=device).manual_seed(seed)
+    return torch.randn(numel, generator=generator, dtype=torch.float64, device=device)
+
+
+def checksum(output: object, vector: torch.Tensor | None) -> float:
+    """float64 dot product of the output with the projection vector (NaN when not a tensor)."""
+    if not isinstance(output, torch.Tensor) or vector is None or output.numel() != vector.numel():
+        return float("nan")
+    return float((output.detach().reshape(-1).to(vector.device, torch.float64) * vector).sum())
+
+
+@dataclass
+class Block:
+    """What a block returns, plus the outputs it keeps for the sampled check."""
+
+    checksums: list[float]
+    event_ms: list[float]
+    outputs: list[object]
+
+
+def run_block(function: Callable, pool: torch.Tensor, shapes: Sequence[Sequence[int]], calls: Sequence[Sequence[int]],
+              kwargs: dict, projection_seed: int, device: str, flush_bytes: int = L2_FLUSH_BYTES) -> Block:
+    """Call `function` once per offset list; keep the outputs; checksum them at the end."""
     use_cuda = device.startswith("cuda") and torch.cuda.is_available()
     flush = torch.empty(flush_bytes // 4, dtype=torch.int32, device=device) if use_cuda else None
-    for args, kwargs in input_sets:  # compile and load every specialisation, untimed
-        function(*args, **kwargs)
-    for i in range(warmup):
-        args, kwargs = input_sets[i % len(input_sets)]
-        function(*args, **kwargs)
-    samples: list[float] = []
+    outputs: list[object] = []
+    events = []
+    wall_ms = []
     if use_cuda:
         torch.cuda.synchronize()
-        for i in range(repeats):
-            args, kwargs = input_sets[i % len(input_sets)]
+    for offsets in calls:
+        args = inputs_at(pool, shapes, offsets)
+        if use_cuda:
             flush.zero_()
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             start.record()
-            function(*args, **kwargs)
+            outputs.append(function(*args, **kwargs))
             end.record()
-            end.synchronize()
-            samples.append(start.elapsed_time(end))
-        return samples
-    clock = clock or WallClock()
-    for i in range(repeats):
-        args, kwargs = input_sets[i % len(input_sets)]
-        started = clock.start()
-        function(*args, **kwargs)
-        samples.append(clock.stop(started))
-    return samples
+            events.append((start, end))
+        else:
+            started = time.perf_counter()
+            outputs.append(function(*args, **kwargs))
+            wall_ms.append((time.perf_counter() - started) * 1e3)
+    if use_cuda:
+        torch.cuda.synchronize()
+        wall_ms = [start.elapsed_time(end) for start, end in events]
+    first = next((o for o in outputs if isinstance(o, torch.Tensor)), None)
+    vector = projection(first.numel(), projection_seed, device) if first is not None else None
+    return Block([checksum(o, vector) for o in outputs], wall_ms, outputs)

@@ -73,6 +73,9 @@ class Worker:
         self.namespaces: dict[str, dict] = {}
         self.import_errors: dict[str, dict] = {}
         self.modules = modules
+        self.timed: list = []  # outputs of the last timed block
+        self.pool = None
+        self.pool_spec = None
 
     def import_modules(self) -> dict:
         sys.path.insert(0, self.workdir)
@@ -112,8 +115,10 @@ class Worker:
             return {"ok": True, "value": "pong"}
         if op == "call":
             return self.call(request)
-        if op == "time":
-            return self.time(request)
+        if op == "time_block":
+            return self.time_block(request)
+        if op == "timed_outputs":
+            return self.timed_outputs(request)
         return {"ok": False, "error": {"type": "ProtocolError", "message": f"unknown op {op!r}",
                                        "frames": [], "not_implemented": False}}
 
@@ -138,17 +143,34 @@ class Worker:
             return {"ok": False, "unsupported": str(exc), "facts": facts.to_message()}
         return {"ok": True, "value": value, "facts": facts.to_message()}
 
-    def time(self, request: dict) -> dict:
-        from grader.sandbox.timer import time_function
+    def time_block(self, request: dict) -> dict:
+        """Run one timed block of the student's function (grader.sandbox.timer.run_block)."""
+        from grader.sandbox import timer
 
         function = self.lookup(request["name"])
         if function is None:
             return {"ok": False, "missing": True, "import_errors": self.import_errors}
+        spec = timer.PoolSpec.from_message(request["pool"])
+        self.timed = []
         try:
-            samples = time_function(function, request["input_sets"], **request.get("options", {}))
+            if self.pool_spec != spec:
+                self.pool, self.pool_spec = timer.make_pool(spec), spec
+            block = timer.run_block(function, self.pool, request["shapes"], request["calls"],
+                                    request.get("kwargs", {}), int(request["projection_seed"]), spec.device)
         except BaseException as exc:
             return {"ok": False, "error": _summary(exc, self.workdir)}
-        return {"ok": True, "value": samples}
+        self.timed = block.outputs
+        return {"ok": True, "value": {"checksums": block.checksums, "event_ms": block.event_ms}}
+
+    def timed_outputs(self, request: dict) -> dict:
+        """Some outputs of the last timed block, chosen by the trusted side after it ran."""
+        outputs = self.timed
+        try:
+            value = [_plain(outputs[int(i)].cpu() if isinstance(outputs[int(i)], torch.Tensor)
+                            else outputs[int(i)]) for i in request["indices"]]
+        except (IndexError, TypeError, ValueError) as exc:
+            return {"ok": False, "unsupported": str(exc)}
+        return {"ok": True, "value": value}
 
 
 def prepare() -> None:
@@ -167,6 +189,11 @@ def main(request_fd: int, reply_fd: int, modules: list[str], layers: dict) -> No
     workdir = os.getcwd()
     worker = Worker(workdir, modules)
     hello = worker.import_modules()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except OSError:
+            pass
     protocol.write_message(reply_fd, {"ok": True, "hello": hello})
     while True:
         try:
@@ -174,12 +201,12 @@ def main(request_fd: int, reply_fd: int, modules: list[str], layers: dict) -> No
         except protocol.ChannelClosed:
             os._exit(0)
         reply = worker.handle(request)
-        try:
-            protocol.write_message(reply_fd, reply)
-        except Exception as exc:  # e.g. a value torch.save cannot write
-            protocol.write_message(reply_fd, {"ok": False, "unsupported": f"{exc}"[:500]})
-        for stream in ("stdout", "stderr"):
+        for stream in ("stdout", "stderr"):  # before the reply: the trusted side reads the output then
             try:
                 getattr(sys, stream).flush()
             except OSError:  # the output cap was reached: drop further output, keep serving
                 setattr(sys, stream, open(os.devnull, "w"))
+        try:
+            protocol.write_message(reply_fd, reply)
+        except Exception as exc:  # e.g. a value torch.save cannot write
+            protocol.write_message(reply_fd, {"ok": False, "unsupported": f"{exc}"[:500]})
