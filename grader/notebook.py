@@ -27,7 +27,7 @@ from grader.text import one_line
 MAX_NOTEBOOK_BYTES = 20 * 1024 * 1024  # the .ipynb file
 MAX_JSON_VALUES = 1_000_000  # values (numbers, strings, lists, objects) in the file
 MAX_CELLS = 5000
-MAX_CELL_BYTES = 1024 * 1024  # one code cell's source
+MAX_CELL_BYTES = 256 * 1024  # one code cell's source (the grader parses it): as submission.MAX_SOURCE_BYTES
 _JSON_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
 
 KEPT = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Import, ast.ImportFrom,

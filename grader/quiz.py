@@ -57,7 +57,10 @@ def _parse_answers(text: str | None) -> tuple[dict, str]:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         return {}, f"{ANSWERS_FILE} is not valid TOML ({exc})"
-    return data.get("answers", data), ""
+    except (RecursionError, ValueError):  # nested too deeply, or a number too long to convert
+        return {}, f"{ANSWERS_FILE} is not valid TOML (too deeply nested or too long to read)"
+    answers = data.get("answers", data)
+    return (answers, "") if isinstance(answers, dict) else ({}, f"{ANSWERS_FILE} has no table of answers")
 
 
 def is_right(question: Question, expected, given) -> bool:

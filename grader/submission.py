@@ -27,12 +27,17 @@ from pathlib import Path, PurePosixPath
 from grader.archive import check_entry, open_zip, read_entry
 from grader.errors import GraderError, SubmissionError
 from grader.notebook import MAX_NOTEBOOK_BYTES, modules_from_notebook
+from grader.quiz import ANSWERS_FILE
 from grader.student_ids import check_student_id
 from grader.text import one_line
 
 MAX_FILES = 200  # files kept
 MAX_TOTAL_BYTES = 20 * 1024 * 1024  # bytes kept, all files together
-MAX_SOURCE_BYTES = 1024 * 1024  # one of the assignment's module files (the grader parses them)
+# The grader parses every .py file and answers.toml itself, and a parse takes up to 400 times the
+# text's size in memory (dense code), so those files get caps of their own.
+MAX_SOURCE_BYTES = 256 * 1024  # one .py file
+MAX_PYTHON_BYTES = 512 * 1024  # all .py files together
+MAX_ANSWERS_BYTES = 64 * 1024  # answers.toml
 MAX_ENTRIES = 2000  # folder or zip entries looked at, kept or skipped
 MAX_DEPTH = 32  # folders inside folders
 MAX_ZIP_BYTES = 2 * MAX_TOTAL_BYTES  # a .zip file on disk
@@ -74,7 +79,7 @@ def _shown(name: str) -> str:
 
 
 def _mib(size: int) -> str:
-    return f"{size / (1024 * 1024):.1f} MiB"
+    return f"{size / (1024 * 1024):.1f} MiB" if size >= 1024 * 1024 else f"{-(-size // 1024)} KiB"
 
 
 def _safe_name(name: str) -> str | None:
@@ -89,8 +94,8 @@ def _safe_name(name: str) -> str | None:
     return str(path)
 
 
-def check_sizes(label: str, sizes: dict[str, int], module_files: tuple[str, ...]) -> None:
-    """The caps, from sizes alone (before anything is read): count, total, module files."""
+def check_sizes(label: str, sizes: dict[str, int], module_files: tuple[str, ...] = ()) -> None:
+    """The caps, from sizes alone (before anything is read): count, total, Python and answers files."""
     if len(sizes) > MAX_FILES:
         raise SubmissionError(f"{label} holds {len(sizes)} files, more than the {MAX_FILES} a submission "
                               f"may hold; hand in only the assignment's files")
@@ -98,10 +103,17 @@ def check_sizes(label: str, sizes: dict[str, int], module_files: tuple[str, ...]
     if total > MAX_TOTAL_BYTES:
         raise SubmissionError(f"{label} holds {_mib(total)}, more than the {_mib(MAX_TOTAL_BYTES)} a submission "
                               f"may hold; leave data, checkpoints and outputs out")
-    for name in module_files:
-        if sizes.get(name, 0) > MAX_SOURCE_BYTES:
-            raise SubmissionError(f"{label}: {name} is {_mib(sizes[name])}, more than the "
-                                  f"{_mib(MAX_SOURCE_BYTES)} a module file may be")
+    python = {name: size for name, size in sizes.items() if name.endswith(".py") or name in module_files}
+    for name, size in sorted(python.items()):
+        if size > MAX_SOURCE_BYTES:
+            raise SubmissionError(f"{label}: {_shown(name)} is {_mib(size)}, more than the "
+                                  f"{_mib(MAX_SOURCE_BYTES)} a Python file may be")
+    if sum(python.values()) > MAX_PYTHON_BYTES:
+        raise SubmissionError(f"{label} holds {_mib(sum(python.values()))} of Python, more than the "
+                              f"{_mib(MAX_PYTHON_BYTES)} the grader reads; leave generated or copied code out")
+    if sizes.get(ANSWERS_FILE, 0) > MAX_ANSWERS_BYTES:
+        raise SubmissionError(f"{label}: {ANSWERS_FILE} is {_mib(sizes[ANSWERS_FILE])}, more than the "
+                              f"{_mib(MAX_ANSWERS_BYTES)} a quiz answers file may be")
 
 
 def read_regular(path: str | os.PathLike, limit: int, label: str, *, dir_fd: int | None = None,
@@ -199,7 +211,7 @@ def _from_folder(path: Path, module_files: tuple[str, ...]) -> dict[str, bytes]:
         files: dict[str, bytes] = {}
         budget = MAX_TOTAL_BYTES
         for relative in sizes:
-            limit = min(MAX_SOURCE_BYTES, budget) if relative in module_files else budget
+            limit = min(MAX_SOURCE_BYTES, budget) if relative.endswith(".py") else budget
             data = _read_below(root_fd, relative, limit, label)
             budget -= len(data)
             files[relative] = data
@@ -246,10 +258,11 @@ def _from_notebook(path: Path, module_files: tuple[str, ...]) -> dict[str, bytes
     data = read_regular(path, MAX_NOTEBOOK_BYTES, label, follow=True,
                         advice="clear the outputs (Restart & Clear Output) and save it again")
     files = modules_from_notebook(data, module_files, label)
-    sizes = {name: len(text) for name, text in files.items()}
-    if any(size > MAX_SOURCE_BYTES for size in sizes.values()):
-        raise SubmissionError(f"{label}: the code assembled from its cells is {_mib(max(sizes.values()))}, "
-                              f"more than the {_mib(MAX_SOURCE_BYTES)} a module file may be")
+    size = max((len(text) for text in files.values()), default=0)
+    if size > MAX_SOURCE_BYTES:
+        raise SubmissionError(f"{label}: the code assembled from its cells is {_mib(size)}, more than the "
+                              f"{_mib(MAX_SOURCE_BYTES)} a Python file may be")
+    check_sizes(label, {name: len(text) for name, text in files.items()}, module_files)
     return files
 
 
