@@ -130,6 +130,15 @@ def huge_module_zip(folder: Path) -> Path:
     return write(folder / "z11.zip", zip_bytes({"mini.py": GOOD + "#" * (2 * MIB)}, zipfile.ZIP_STORED))
 
 
+def python_heavy_zip(folder: Path) -> Path:
+    """Three helpers of 200 KiB each: the grader would parse 600 KiB of Python."""
+    return write(folder / "z14.zip", zip_bytes({"mini.py": GOOD} | {f"h{i}.py": "#" * (200 * 1024) for i in range(3)}))
+
+
+def huge_answers_zip(folder: Path) -> Path:
+    return write(folder / "z15.zip", zip_bytes({"mini.py": GOOD, "answers.toml": "x = 1\n" * 20_000}))
+
+
 def duplicate_name_zip(folder: Path) -> Path:
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w") as archive:
@@ -269,8 +278,12 @@ HOSTILE: dict[str, tuple[Builder, str]] = {
                              "files"),
     "z10": (too_many_files_zip, "SubmissionError: z10.zip holds 202 files, more than the 200 a submission may "
                                 "hold; hand in only the assignment's files"),
-    "z11": (huge_module_zip, "SubmissionError: z11.zip: mini.py is 2.0 MiB, more than the 1.0 MiB a module file "
+    "z11": (huge_module_zip, "SubmissionError: z11.zip: mini.py is 2.0 MiB, more than the 256 KiB a Python file "
                              "may be"),
+    "z14": (python_heavy_zip, "SubmissionError: z14.zip holds 601 KiB of Python, more than the 512 KiB the grader "
+                              "reads; leave generated or copied code out"),
+    "z15": (huge_answers_zip, "SubmissionError: z15.zip: answers.toml is 118 KiB, more than the 64 KiB a quiz "
+                              "answers file may be"),
     "z12": (duplicate_name_zip, "SubmissionError: z12.zip holds mini.py twice; zip the folder again"),
     "z13": (huge_zip_file, "SubmissionError: z13.zip is 48.0 MiB, more than the 40.0 MiB a zip may be; hand in "
                            "only the assignment's files"),
@@ -282,7 +295,7 @@ HOSTILE: dict[str, tuple[Builder, str]] = {
                              f"in Jupyter and save it again"),
     "n04": (deep_notebook, f"SubmissionError: n04.ipynb {UNREADABLE}: its JSON is nested too deeply; open it in "
                            f"Jupyter and save it again"),
-    "n05": (huge_cell_notebook, f"SubmissionError: n05.ipynb {UNREADABLE}: code cell 1 holds more than 1024 KiB "
+    "n05": (huge_cell_notebook, f"SubmissionError: n05.ipynb {UNREADABLE}: code cell 1 holds more than 256 KiB "
                                 f"of code; move data out of the code, or split the cell"),
     "n06": (value_flood_notebook, f"SubmissionError: n06.ipynb {UNREADABLE}: it holds more than 1000000 JSON "
                                   f"values; clear the outputs (Restart & Clear Output) and save it again"),

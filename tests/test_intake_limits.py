@@ -190,7 +190,22 @@ def test_a_module_file_too_large_to_parse(folder: Path):
     work = folder / "s1"
     work.mkdir()
     (work / "mini.py").write_text(GOOD + "#" * (2 * MIB))
-    assert error_of(work) == "SubmissionError: s1: mini.py is 2.0 MiB, more than the 1.0 MiB a module file may be"
+    assert error_of(work) == "SubmissionError: s1: mini.py is 2.0 MiB, more than the 256 KiB a Python file may be"
+    (work / "mini.py").write_text(GOOD)
+    (work / "vendored.py").write_text("x = [" + "1," * 200_000 + "]\n")  # any .py: the grader parses them all
+    assert error_of(work) == ("SubmissionError: s1: vendored.py is 391 KiB, more than the 256 KiB a Python file "
+                              "may be")
+
+
+def test_a_broken_answers_file_is_graded_as_wrong_answers_not_a_crash():
+    from grader.quiz import Question, grade_quiz
+
+    questions = [Question("row_sum", "choice", "", ("0", "1"))]
+    for text, message in [("row_sum = " + "[" * 5000 + "]" * 5000 + "\n",
+                           "answers.toml is not valid TOML (too deeply nested or too long to read)"),
+                          ("answers = 5\n", "answers.toml has no table of answers")]:
+        (outcome,) = grade_quiz(questions, {"row_sum": 1}, text)
+        assert (outcome.status, outcome.message) == ("failed", message)
 
 
 def test_a_notebook_in_a_zip_is_a_plain_file(folder: Path):
