@@ -1,0 +1,529 @@
+"""Hostile submissions, each graded at every sandbox level: bubblewrap, and the
+no-namespace stack (`GRADE_NO_BWRAP=1`, as in Docker or on Gradescope).
+
+Every attack is a `mini.py` for the tiny course (tests/fixtures/mini_course),
+graded in a temporary copy of the course whose gradebook already holds another
+student's record. Its `double` attacks; its `normalize` is correct. Each case
+asserts the exact record of `double` (kind and message), that `normalize` and
+the quiz keep full marks (the worker is restarted after a fault), and that the
+course tree, the other student's record and the host are untouched: no file
+outside the worker's folder, no process left behind.
+
+A level that lacks one of its layers here is skipped with the reason, since
+the exact records below depend on every layer being up.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shutil
+import socket
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from grader.course import Course
+from grader.gradebook import Gradebook
+from grader.grading import grade, open_submission
+from grader.outcomes import PASSED, TestOutcome
+from grader.policy import host_isolation
+from grader.sandbox.isolation import bwrap_works
+from grader.sandbox.uids import DEFAULT_UID_RANGE
+from grader.scoring import score
+from tests.conftest import MINI_COURSE
+
+STACKS = {"bubblewrap": {"bubblewrap", "landlock", "seccomp", "reaper"},
+          "process": {"process", "uid", "landlock", "seccomp", "reaper"}}
+CORRECT_NORMALIZE = '''
+def normalize(x):
+    e = (x - x.amax(-1, keepdim=True)).exp()
+    return e / e.sum(-1, keepdim=True)
+'''
+ANSWERS = "row_sum = 1\nratio = 1.43\n"
+DAEMON_NAME = "gradeattackd"  # what a surviving attacker process would be called in /proc/<pid>/comm
+
+
+@pytest.fixture(params=sorted(STACKS))
+def level(request, monkeypatch) -> str:
+    if request.param == "bubblewrap":
+        monkeypatch.delenv("GRADE_NO_BWRAP", raising=False)
+        if not bwrap_works():
+            pytest.skip("bubblewrap cannot create namespaces here")
+    else:
+        monkeypatch.setenv("GRADE_NO_BWRAP", "1")
+    isolation = host_isolation(DEFAULT_UID_RANGE)
+    lacking = STACKS[request.param] - set(isolation.layers)
+    if request.param == "bubblewrap" and os.geteuid() == 0:
+        lacking |= {"uid"} - set(isolation.layers)
+    if lacking:
+        reasons = "; ".join(f"{name}: {isolation.missing.get(name, 'missing')}" for name in sorted(lacking))
+        pytest.skip(f"the {request.param} level lacks {reasons}")
+    return request.param
+
+
+def tree_digest(root: Path, skip: set[Path] = frozenset()) -> str:
+    digest = hashlib.sha256()
+    for path in sorted(root.rglob("*")):
+        if path in skip:
+            continue
+        info = path.lstat()
+        digest.update(f"{path.relative_to(root)}\0{info.st_mode}\0".encode())
+        if path.is_file() and not path.is_symlink():
+            digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+def attacker_processes(uid: int | None) -> list[int]:
+    """Live processes left by an attack: named like the attacker's, or running as its worker's uid."""
+    found = []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            comm = Path(f"/proc/{entry.name}/comm").read_text().strip()
+            status = dict(line.split(":", 1) for line in Path(f"/proc/{entry.name}/status").read_text().splitlines()
+                          if ":" in line)
+        except OSError:
+            continue
+        if status.get("State", "").strip().startswith("Z"):
+            continue  # a zombie waiting for init to reap it can do nothing
+        if comm.startswith("gradeattack") or int(status["Uid"].split()[0]) == uid:
+            found.append(int(entry.name))
+    return found
+
+
+class Classroom:
+    """A temporary course with a gradebook that already holds another student's record."""
+
+    def __init__(self, root: Path):
+        self.root = root / "course"
+        shutil.copytree(MINI_COURSE, self.root)
+        self.course = Course(self.root)
+        self.gradebook = self.root / ".grade" / "gradebook.sqlite"
+        self.victim = self._victim_record()
+        self.snapshot()
+
+    def _victim_record(self) -> str:
+        from grader.grading import GradeResult
+        from grader.manifest import load_manifest
+        from grader.submission import Submission
+
+        manifest = load_manifest(self.root / "assignments" / "mini" / "assignment.toml")
+        outcomes = [TestOutcome(name="test_double::test_double_matrix", task="double", status=PASSED, fraction=1.0)]
+        result = GradeResult(assignment_id="mini", assignment_title=manifest.title, student="victim", mode="submit",
+                             score=score(manifest, outcomes), outcomes=tuple(outcomes), findings=(),
+                             submission_sha256="v" * 64, submission_form="folder", submitted_at=None,
+                             graded_at="2026-12-01T10:00:00+00:00", seed=1, isolation="bubblewrap",
+                             isolation_level="bubblewrap", duration_s=1.0)
+        with Gradebook(self.gradebook) as book:
+            book.record(result, Submission(files={"mini.py": b"# victim's work\n"}, source="victim", form="folder",
+                                           student="victim"))
+            return book.submissions("mini", "victim")[0].result.to_dict().__repr__()
+
+    def grade(self, source: str, student: str = "attacker", answers: str = ANSWERS):
+        work = self.root.parent / student
+        work.mkdir()
+        (work / "mini.py").write_text(source)
+        (work / "answers.toml").write_text(answers)
+        submission = open_submission(self.course, "mini", work, student=student)
+        result = grade(self.course, "mini", submission, protected=(str(self.gradebook),))
+        used = re.search(r"\buid (\d+)", result.isolation)
+        self.worker_uid = int(used.group(1)) if used else None
+        with Gradebook(self.gradebook) as book:
+            book.record(result, submission)
+        return result
+
+    @property
+    def gradebook_files(self) -> set[Path]:
+        return {self.gradebook, Path(f"{self.gradebook}-wal"), Path(f"{self.gradebook}-shm")}
+
+    def snapshot(self) -> None:
+        """Remember the course tree (the gradebook aside: recording a grade is its job)."""
+        self.digest = tree_digest(self.root, skip=self.gradebook_files)
+
+    def untouched(self) -> None:
+        """The course files, the gradebook's other record and the host are as before."""
+        with Gradebook(self.gradebook) as book:
+            assert repr(book.submissions("mini", "victim")[0].result.to_dict()) == self.victim
+            assert {s["id"] for s in book.students()} <= {"victim", "attacker"}
+        assert tree_digest(self.root, skip=self.gradebook_files) == self.digest
+        assert not attacker_processes(self.worker_uid), "a process of the submission outlived its grading"
+
+
+@pytest.fixture
+def room(tmp_path, level) -> Classroom:
+    return Classroom(tmp_path)
+
+
+def attack(body: str) -> str:
+    return "import os, sys, time, ctypes, socket, signal\nimport torch\n" + body + CORRECT_NORMALIZE
+
+
+# attack → (its `double`, {level or "*": (kind, words in the message)})
+ATTACKS = {
+    "import_reference": ('''
+def double(x):
+    import reference.mini.mini as ref
+    return ref.double(x)
+''', {"*": ("raised", "ModuleNotFoundError: No module named 'reference'")}),
+    "import_grader_internals": ('''
+def double(x):
+    from grader import gradebook
+    return x * 2
+''', {"*": ("raised", "ImportError: cannot import name 'gradebook' from 'grader'")}),
+    "import_reference_kernels": ('''
+def double(x):
+    import kernels.flash_attention
+    return x * 2
+''', {"*": ("raised", "ModuleNotFoundError: No module named 'kernels'")}),
+    "read_hidden_tests": ('''
+def double(x):
+    open("{course}/reference/mini/tests/test_double.py").read()
+    return x * 2
+''', {"bubblewrap": ("raised", "FileNotFoundError: [Errno 2] No such file or directory"),
+      "process": ("raised", "PermissionError: [Errno 13] Permission denied")}),
+    "rewrite_hidden_tests": ('''
+def double(x):
+    with open("{course}/reference/mini/tests/test_double.py", "w") as fh:
+        fh.write("def test_nothing():\\n    pass\\n")
+    return x * 2
+''', {"bubblewrap": ("raised", "FileNotFoundError: [Errno 2] No such file or directory"),
+      "process": ("raised", "PermissionError: [Errno 13] Permission denied")}),
+    "read_quiz_key": ('''
+def double(x):
+    return open("{course}/reference/mini/quiz_key.toml").read()
+''', {"bubblewrap": ("raised", "FileNotFoundError: [Errno 2] No such file or directory"),
+      "process": ("raised", "PermissionError: [Errno 13] Permission denied")}),
+    "overwrite_gradebook": ('''
+def double(x):
+    with open("{gradebook}", "r+b") as fh:
+        fh.write(b"garbage")
+    return x * 2
+''', {"bubblewrap": ("raised", "FileNotFoundError: [Errno 2] No such file or directory"),
+      "process": ("raised", "PermissionError: [Errno 13] Permission denied")}),
+    "grader_environment": ('''
+def double(x):
+    return open(f"/proc/{{os.getppid()}}/environ").read()
+''', {"*": ("raised", "PermissionError: [Errno 13] Permission denied")}),
+    "scan_processes": ('''
+def double(x):
+    return os.listdir("/proc")
+''', {"*": ("raised", "PermissionError: [Errno 13] Permission denied: '/proc'")}),
+    "write_outside_its_folder": ('''
+def double(x):
+    open("/tmp/grade-attack-marker", "w").write("here")
+    return x * 2
+''', {"*": ("raised", "PermissionError: [Errno 13] Permission denied: '/tmp/grade-attack-marker'")}),
+    "shared_memory": ('''
+def double(x):
+    open("/dev/shm/grade-attack-marker", "w").write("here")
+    return x * 2
+''', {"*": ("raised", "PermissionError: [Errno 13] Permission denied: '/dev/shm/grade-attack-marker'")}),
+    "kill_the_supervisor": ('''
+def double(x):
+    os.kill(os.getppid(), signal.SIGKILL)
+    return x * 2
+''', {"*": ("raised", "PermissionError: [Errno 1] Operation not permitted")}),
+    "trace_the_supervisor": ('''
+def double(x):
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.ptrace(16, os.getppid(), 0, 0) != 0:  # PTRACE_ATTACH
+        raise OSError(ctypes.get_errno(), "ptrace refused")
+    return x * 3
+''', {"*": ("raised", "PermissionError: [Errno 1] ptrace refused")}),
+    "read_the_supervisors_memory": ('''
+def double(x):
+    libc = ctypes.CDLL(None, use_errno=True)
+    buffer = ctypes.create_string_buffer(64)
+    local = (ctypes.c_void_p * 2)(ctypes.cast(buffer, ctypes.c_void_p), 64)
+    remote = (ctypes.c_void_p * 2)(0x400000, 64)
+    if libc.syscall(310, os.getppid(), local, 1, remote, 1, 0) < 0:  # process_vm_readv
+        raise OSError(ctypes.get_errno(), "process_vm_readv refused")
+    return x * 3
+''', {"*": ("raised", "PermissionError: [Errno 1] process_vm_readv refused")}),
+    "new_user_namespace": ('''
+def double(x):
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.unshare(0x10000000) != 0:  # CLONE_NEWUSER
+        raise OSError(ctypes.get_errno(), "unshare refused")
+    return x * 3
+''', {"*": ("raised", "PermissionError: [Errno 1] unshare refused")}),
+    "become_root": ('''
+def double(x):
+    os.setuid(0)
+    return x * 3
+''', {"bubblewrap": ("raised", "OSError: [Errno 22] Invalid argument"),  # uid 0 does not exist in its namespace
+      "process": ("raised", "PermissionError: [Errno 1] Operation not permitted")}),
+    "loopback_network": ('''
+def double(x):
+    socket.create_connection(("127.0.0.1", {port}), timeout=2)
+    return x * 2
+''', {"*": ("raised", "PermissionError: [Errno 1] Operation not permitted")}),
+    "detached_daemon": ('''
+def double(x):
+    if os.fork() == 0:
+        os.setsid()
+        if os.fork() == 0:
+            ctypes.CDLL(None).prctl(15, b"gradeattackd", 0, 0, 0)  # PR_SET_NAME
+            time.sleep(120)
+        os._exit(0)
+    os.wait()
+    return x * 2
+''', {"*": ("passed", "")}),
+    "fork_bomb": ('''
+def double(x):
+    children = 0
+    try:
+        while children < 5000:
+            if os.fork() == 0:
+                ctypes.CDLL(None).prctl(15, b"gradeattackf", 0, 0, 0)
+                time.sleep(120)
+                os._exit(0)
+            children += 1
+    except OSError:
+        pass
+    return x * 2 if children < 5000 else x * 3
+''', {"*": ("passed", "")}),
+    "half_a_reply": ('''
+import stat, struct
+def double(x):
+    for fd in range(3, 64):
+        try:
+            if stat.S_ISFIFO(os.fstat(fd).st_mode):
+                os.write(fd, struct.pack(">Q", 1000) + b"x")
+        except OSError:
+            pass
+    time.sleep(120)
+''', {"*": ("timeout", "did not finish: it did not answer within 5 s")}),
+    "tensor_claiming_terabytes": ('''
+def double(x):
+    return torch.zeros(1).expand(10**12)
+''', {"*": ("crashed", "broke the grader's channel")}),
+    "memory_bomb": ('''
+def double(x):
+    hoard = bytearray(16 * 2**30)
+    return x * 2
+''', {"*": ("raised", "MemoryError")}),
+}
+
+
+class LoopbackServer:
+    """A TCP server on 127.0.0.1 that counts the connections it accepts."""
+
+    def __init__(self):
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen()
+        self.sock.settimeout(0.2)
+        self.port = self.sock.getsockname()[1]
+        self.accepted = 0
+        self.running = True
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self):
+        while self.running:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                continue
+            self.accepted += 1
+            conn.close()
+
+    def close(self):
+        self.running = False
+        self.thread.join()
+        self.sock.close()
+
+
+@pytest.mark.parametrize("name", sorted(ATTACKS))
+def test_attack_is_contained(room: Classroom, level: str, name: str) -> None:
+    body, expected = ATTACKS[name]
+    kind, words = expected.get(level, expected.get("*"))
+    server = LoopbackServer()
+    try:
+        source = attack(body.format(course=room.root, gradebook=room.gradebook, port=server.port))
+        started = time.monotonic()
+        result = room.grade(source)
+        elapsed = time.monotonic() - started
+    finally:
+        server.close()
+    double = [o for o in result.outcomes if o.task == "double"]
+    tasks = {t.task_id: t for t in result.score.tasks}
+    if kind == "passed":
+        assert all(o.status == PASSED for o in double), [o.message for o in double]
+    else:
+        first = double[0]
+        assert (first.status, first.kind) == ("failed", kind), (first.kind, first.message)
+        assert words in first.message, first.message
+        assert tasks["double"].earned == 0
+    if name.startswith("import_"):  # found statically as well: importing course code zeroes every task
+        assert {f.group for f in result.findings} == {"course_code"}
+        assert {t.status for t in tasks.values()} == {"forbidden"} and result.score.total == 0
+    else:
+        assert not result.findings
+        assert tasks["normalize"].earned == tasks["normalize"].points, [o.message for o in result.outcomes]
+        assert tasks["quiz"].earned == tasks["quiz"].points
+    assert result.isolation_level.startswith(level)
+    assert server.accepted == 0
+    assert not Path("/tmp/grade-attack-marker").exists() and not Path("/dev/shm/grade-attack-marker").exists()
+    assert elapsed < 60, f"one submission cost {elapsed:.0f} s"
+    room.untouched()
+
+
+def test_a_sleeping_import_costs_no_more_than_the_budget(room: Classroom, level: str) -> None:
+    manifest = room.root / "assignments" / "mini" / "assignment.toml"
+    manifest.write_text(manifest.read_text().replace("submission_budget_s = 120", "submission_budget_s = 8"))
+    room.snapshot()
+    started = time.monotonic()
+    result = room.grade("import time\ntime.sleep(600)\n" + CORRECT_NORMALIZE)
+    elapsed = time.monotonic() - started
+    assert elapsed < 8 + 6, f"grading took {elapsed:.1f} s against a budget of 8 s"
+    code = [o for o in result.outcomes if o.task in ("double", "normalize")]
+    assert {o.kind for o in code} <= {"timeout", "budget"} and result.score.total == 20.0  # the quiz only
+    assert code[0].kind == "timeout" and "while importing your files" in code[0].message
+    room.untouched()
+
+
+# ----------------------------------------------------------------------------- timing
+TIMING_COURSE = MINI_COURSE.parent / "timing_course"
+HONEST_ATTEND = "import torch\n\ndef attend(q, k, v):\n    return torch.softmax(q @ k.T, dim=-1) @ v\n"
+TIMING_ATTACKS = {  # the timed kernel → (kind of the speed test, words, speed credit)
+    "honest": (HONEST_ATTEND, "passed", "the reference time", None),
+    "patched_clocks": ('''import time, torch
+_sleep = time.sleep
+time.perf_counter = time.monotonic = time.time = lambda: 0.0
+
+def attend(q, k, v):
+    _sleep(0.05)
+    return torch.softmax(q @ k.T, dim=-1) @ v
+''', "passed", "the reference time", 0.0),
+    "memoised_after_the_check": ('''import torch
+_seen = []
+
+def attend(q, k, v):
+    if len(_seen) < 3:
+        _seen.append(torch.softmax(q @ k.T, dim=-1) @ v)
+    return _seen[-1]
+''', "wrong", "the outputs of the timed calls do not match the reference", 0.0),
+    "every_other_call_replayed": ('''import torch
+_calls = [0]
+_last = []
+
+def attend(q, k, v):
+    _calls[0] += 1
+    if _calls[0] > 3 and _calls[0] % 2 and _last:
+        return _last[0]
+    _last[:] = [torch.softmax(q @ k.T, dim=-1) @ v]
+    return _last[0]
+''', "wrong", "the outputs of the timed calls do not match the reference", 0.0),
+}
+
+
+@pytest.mark.parametrize("name", sorted(TIMING_ATTACKS))
+def test_timing_attack_earns_no_speed_credit(tmp_path, level: str, name: str) -> None:
+    source, kind, words, credit = TIMING_ATTACKS[name]
+    root = tmp_path / "course"
+    shutil.copytree(TIMING_COURSE, root)
+    digest = tree_digest(root)
+    work = tmp_path / name
+    work.mkdir()
+    (work / "speedy.py").write_text(source)
+    course = Course(root)
+    result = grade(course, "speedy", open_submission(course, "speedy", work, student=name), timing_device="cpu")
+    speed = next(o for o in result.outcomes if o.task == "attend_speed")
+    tasks = {t.task_id: t for t in result.score.tasks}
+    assert tasks["attend"].earned == tasks["attend"].points  # the kernel is correct when it is checked
+    assert (speed.status, speed.kind or "passed") == ("failed" if kind == "wrong" else "passed", kind), speed.message
+    assert words in (speed.message or speed.detail.get("detail", "")), speed.message
+    assert speed.detail["timing"]["cpu_timed"] is True
+    if credit is None:  # an honest kernel: about as fast as the reference, by the grader's clock
+        assert tasks["attend_speed"].earned > 0 and speed.detail["timing"]["verified"]
+    else:
+        assert tasks["attend_speed"].earned == credit
+    assert tree_digest(root) == digest
+
+
+# ------------------------------------------------------------------ workers side by side
+NEIGHBOUR = b'''
+import os, signal, threading, time
+
+def where():
+    return os.getcwd()
+
+def poke(pid, path):
+    found = []
+    for action in (lambda: os.kill(pid, signal.SIGKILL), lambda: open(path).read()):
+        try:
+            action()
+            found.append("reached")
+        except OSError as exc:
+            found.append(type(exc).__name__)
+    return found
+
+_beats = []
+
+def _beat():
+    while True:
+        _beats.append(time.monotonic())
+        time.sleep(0.002)
+
+def start_beating():
+    threading.Thread(target=_beat, daemon=True).start()
+    return True
+
+def longest_pause():
+    stamps = list(_beats)
+    return max(b - a for a, b in zip(stamps, stamps[1:]))
+'''
+
+
+def test_a_worker_cannot_touch_another_students_worker(level: str) -> None:
+    from grader.sandbox import uids
+    from grader.sandbox.client import Sandbox
+
+    with Sandbox({"n.py": NEIGHBOUR}, ["n.py"]) as victim, Sandbox({"n.py": NEIGHBOUR}, ["n.py"]) as attacker:
+        assert victim.call("where").status == "ok"
+        victim_pids = uids.processes_of(victim._slot.uid) if victim._slot else []
+        assert victim_pids, "the victim's worker runs as a uid of its own"
+        victim_file = os.path.join(victim._root, f"work{victim.restarts}", "n.py")
+        result = attacker.call("poke", (max(victim_pids), victim_file))
+        assert result.status == "ok"
+        expected = (["ProcessLookupError", "FileNotFoundError"] if level == "bubblewrap"  # not in its namespaces
+                    else ["PermissionError", "PermissionError"])
+        assert result.value == expected
+        assert victim.call("where").status == "ok"  # still alive and answering
+
+
+def test_the_worker_is_stopped_while_the_reference_is_timed(level: str) -> None:
+    from grader.runners import SandboxRunner
+    from grader.sandbox.client import Sandbox
+
+    with Sandbox({"n.py": NEIGHBOUR}, ["n.py"]) as box:
+        runner = SandboxRunner(box)
+        assert box.call("start_beating").value is True
+        time.sleep(0.1)
+        with runner.frozen():
+            time.sleep(0.5)  # what the reference's block would take
+        time.sleep(0.1)
+        assert box.call("longest_pause").value >= 0.45  # its thread did not run meanwhile
+
+
+def test_a_regular_install_ships_no_instructor_kernels(tmp_path) -> None:
+    """`pip install .` must not put kernels/ (the reference FlashAttention) where a worker imports from."""
+    import subprocess
+    import sys
+    import zipfile
+
+    from tests.conftest import ROOT
+
+    build = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation",
+                            "-w", str(tmp_path), str(ROOT)], capture_output=True, text=True, timeout=300)
+    assert build.returncode == 0, build.stderr[-2000:]
+    (wheel,) = tmp_path.glob("*.whl")
+    tops = {name.split("/")[0] for name in zipfile.ZipFile(wheel).namelist()}
+    assert "kernels" not in tops and "reference" not in tops and "grader" in tops
