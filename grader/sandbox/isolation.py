@@ -66,8 +66,18 @@ def ordered(layers) -> tuple[str, ...]:
     return tuple(name for name in LAYER_ORDER if name in layers)
 
 
-@functools.lru_cache(maxsize=4)
+_BWRAP: dict[bool, bool] = {}
+
+
 def _bwrap_probe(as_uid: int | None) -> bool:
+    """Whether bwrap works here, as this user or as an unprivileged one (asked once per process)."""
+    key = as_uid is not None
+    if key not in _BWRAP:
+        _BWRAP[key] = _run_bwrap_probe(as_uid)
+    return _BWRAP[key]
+
+
+def _run_bwrap_probe(as_uid: int | None) -> bool:
     bwrap = shutil.which("bwrap")
     if not bwrap:
         return False
@@ -111,6 +121,7 @@ def library_paths(use_gpu: bool) -> list[str]:
     return [p for p in os.environ.get("LD_LIBRARY_PATH", "").split(":") if p and os.path.isdir(p)]
 
 
+@functools.lru_cache(maxsize=1)
 def runtime_files() -> tuple[str, ...]:
     """Files the uid layer needs readable by the worker's user: the interpreter and torch."""
     import torch

@@ -16,7 +16,6 @@ Because a uid is used by one worker at a time, ending a worker is exact:
 from __future__ import annotations
 
 import fcntl
-import functools
 import os
 import random
 import signal
@@ -122,9 +121,20 @@ def _blocking_component(path: str) -> str:
     return ""
 
 
-@functools.lru_cache(maxsize=8)
+_REACHABLE: dict[tuple[str, ...], str] = {}
+
+
 def runtime_reachable(uid: int, paths: tuple[str, ...]) -> str:
-    """'' when `uid` can read every file in `paths` (the interpreter, torch...), else why not."""
+    """'' when `uid` can read every file in `paths` (the interpreter, torch...), else why not.
+
+    Asked once per process: every uid of the range is alike (no passwd entry, no
+    groups), so the answer for one is the answer for all."""
+    if paths not in _REACHABLE:
+        _REACHABLE[paths] = _probe_reachable(uid, paths)
+    return _REACHABLE[paths]
+
+
+def _probe_reachable(uid: int, paths: tuple[str, ...]) -> str:
     probe = "import sys\nfor p in sys.argv[1:]:\n    open(p, 'rb').close()\n"
     try:
         result = subprocess.run([sys.executable, "-I", "-S", "-c", probe, *paths], user=uid, group=uid,
