@@ -42,9 +42,9 @@ def worker_start(env: dict[str, str]) -> float:
     code = ("import time, torch\n"
             "from grader.sandbox.client import Sandbox\n"
             "started = time.perf_counter()\n"
-            "with Sandbox({'m.py': %r}, ['m.py']) as box:\n"
+            f"with Sandbox({{'m.py': {SOURCE!r}}}, ['m.py']) as box:\n"
             "    assert box.call('add', (torch.ones(1),)).status == 'ok'\n"
-            "print(time.perf_counter() - started)\n" % SOURCE)
+            "print(time.perf_counter() - started)\n")
     out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True, cwd=ROOT,
                          env={**os.environ, **env})
     return float(out.stdout.strip().splitlines()[-1])

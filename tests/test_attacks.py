@@ -527,3 +527,26 @@ def test_a_regular_install_ships_no_instructor_kernels(tmp_path) -> None:
     (wheel,) = tmp_path.glob("*.whl")
     tops = {name.split("/")[0] for name in zipfile.ZipFile(wheel).namelist()}
     assert "kernels" not in tops and "reference" not in tops and "grader" in tops
+
+
+LIAR = b'''
+import resource, torch
+
+class _Nothing:
+    ru_maxrss = 0
+
+resource.getrusage = lambda who: _Nothing()  # what the worker's own memory report would read
+
+def hog(n):
+    block = torch.ones(n, n)  # n*n*4 bytes
+    return float(block[0, 0])
+'''
+
+
+def test_peak_memory_is_measured_from_outside_the_worker(level: str) -> None:
+    from grader.sandbox.client import Sandbox
+
+    with Sandbox({"liar.py": LIAR}, ["liar.py"]) as box:
+        result = box.call("hog", (8192,), track_tensors=True)
+        assert result.status == "ok" and result.facts.memory_measured_by == "grader"
+        assert result.facts.peak_memory_bytes >= 8192 * 8192 * 4 * 0.95  # 256 MiB, whatever the worker says

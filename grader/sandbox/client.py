@@ -80,6 +80,35 @@ def _read_status(fd: int) -> int | None:
     return None
 
 
+def _status_bytes(pid: int, key: str) -> int | None:
+    """A VmRSS/VmHWM-style line of /proc/<pid>/status, in bytes."""
+    try:
+        with open(f"/proc/{pid}/status") as fh:
+            for line in fh:
+                if line.startswith(key + ":"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def host_pid(reported: int, uid: int | None, namespaced: bool) -> int | None:
+    """The worker's pid as this process sees it (under bubblewrap it reports its namespace's pid)."""
+    if not namespaced:
+        return reported if reported > 0 else None
+    if uid is None:
+        return None
+    for pid in uids.processes_of(uid):
+        try:
+            with open(f"/proc/{pid}/status") as fh:
+                nspid = next((line.split()[1:] for line in fh if line.startswith("NSpid:")), [])
+        except OSError:
+            continue
+        if len(nspid) > 1 and nspid[-1] == str(reported):
+            return pid
+    return None
+
+
 def describe_status(status: int | None) -> str:
     """A worker's wait status in words a student can act on."""
     if status is None:
@@ -141,6 +170,7 @@ class Sandbox:
         self._proc: subprocess.Popen | None = None
         self._ready = False
         self._awaiting_hello = False
+        self._worker_pid: int | None = None
         self._root = tempfile.mkdtemp(prefix="grade-sandbox-")
         os.chmod(self._root, 0o711)  # the worker's uid may pass through, not list
         self._runtime: Path | None = None
@@ -266,6 +296,8 @@ class Sandbox:
             raise SandboxUnavailable(f"the sandbox worker did not start: it {detail}"
                                      + (f" ({output[-300:]})" if output else ""))
         self._confirm(message)
+        self._worker_pid = host_pid(int(message.get("pid", -1)), self._slot.uid if self._slot else None,
+                                    self.base == "bubblewrap")
         self._ready = True
         return self.isolation
 
@@ -359,6 +391,17 @@ class Sandbox:
         return text
 
     # -------------------------------------------------------------------- calls
+    def _reset_peak(self) -> int | None:
+        """Reset the worker's peak resident size (clear_refs 5) and return its current one."""
+        if self._worker_pid is None:
+            return None
+        try:
+            with open(f"/proc/{self._worker_pid}/clear_refs", "w") as fh:
+                fh.write("5")
+        except OSError:
+            return None
+        return _status_bytes(self._worker_pid, "VmRSS")
+
     @property
     def budget_left_s(self) -> float:
         return self.deadline - time.monotonic()
@@ -373,6 +416,7 @@ class Sandbox:
             return failed
         timeout = max(0.0, min(timeout_s or self.call_timeout_s, self.budget_left_s))
         deadline = time.monotonic() + timeout
+        rss_before = self._reset_peak()
         try:
             protocol.write_message(self._req_w, message, deadline)
             state, reply = self._read(deadline)
@@ -392,6 +436,10 @@ class Sandbox:
             facts = CallFacts.from_message(reply.get("facts"))
         except TypeError:
             facts = CallFacts()
+        peak = _status_bytes(self._worker_pid, "VmHWM") if self._worker_pid and rss_before is not None else None
+        if peak is not None and facts.memory_kind != "cuda":  # the grader's own measurement, not the worker's
+            facts.peak_memory_bytes = max(0, peak - rss_before)
+            facts.memory_measured_by = "grader"
         if reply.get("ok"):
             return CallResult(status="ok", value=reply.get("value"), facts=facts, output=output)
         if reply.get("missing"):

@@ -46,8 +46,9 @@ class CallFacts:
     largest_tensor_numel: int = 0
     ops_seen: int = 0
     peak_memory_bytes: int = 0
-    memory_kind: str = "rss"
+    memory_kind: str = "rss"  # rss | cuda
     mutated_inputs: list[str] = field(default_factory=list)
+    memory_measured_by: str = "worker"  # "grader" when read from /proc from outside the worker
 
     def to_message(self) -> dict:
         return asdict(self)
