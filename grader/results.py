@@ -69,7 +69,9 @@ def gradescope_results(result: GradeResult) -> dict:
         lines.append(f"Late by {score.late_days} day(s): -{score.late_penalty:g} points.")
     if score.pending_points:
         lines.append(f"{score.pending_points:g} points pending (not judged here).")
-    lines.append(f"Input seed {result.seed}; sandbox: {result.isolation_level}.")
+    lines.append(f"Input seed {result.seed}; sandbox: {result.isolation_level}"
+                 + (" (below the course's required level: graded with --allow-weak-sandbox)."
+                    if result.sandbox_override else "."))
     return printable_data({"score": score.total, "execution_time": round(result.duration_s, 3),
                            "output": " ".join(lines), "tests": tests, "visibility": "visible",
                            "stdout_visibility": "hidden"})
