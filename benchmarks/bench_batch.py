@@ -35,9 +35,9 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from class_builder import ASSIGNMENT, STUDENTS, build_class, write_student  # noqa: E402
 
-from grader.batch import LocalProcessExecutor, run_batch  # noqa: E402
-from grader.course import Course  # noqa: E402
-from grader.gradebook import Gradebook  # noqa: E402
+from grader.core.course import Course  # noqa: E402
+from grader.pipeline.batch import LocalProcessExecutor, run_batch  # noqa: E402
+from grader.storage.gradebook import Gradebook  # noqa: E402
 
 
 def make_class(root: Path, count: int, rounds: int) -> tuple[Path, list[Path]]:

@@ -11,12 +11,12 @@ import sys
 import tempfile
 from pathlib import Path
 
-from grader.course import Course
-from grader.grading import grade, open_submission
-from grader.manifest import load_manifest
-from grader.pytest_plugin import load_reference
-from grader.report import write_html
-from grader.validate import reference_workspace
+from grader.core.course import Course
+from grader.core.manifest import load_manifest
+from grader.harness.diagnose import load_reference
+from grader.pipeline.grading import grade, open_submission
+from grader.pipeline.validate import reference_workspace
+from grader.render.report import write_html
 from tests.browser import screenshot
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -37,7 +37,7 @@ if str(ROOT) not in sys.path:
 
 
 def _mutants():
-    from grader.diagnose import load_mutants
+    from grader.harness.diagnose import load_mutants
 
     return load_mutants("reference.assignment1.mutants")
 
@@ -204,7 +204,7 @@ def test_mutant_is_caught_only_by_its_task_and_named(runs, mutant_id):
 
 
 def test_manifest_tasks_and_functions():
-    from grader.manifest import load_manifest
+    from grader.core.manifest import load_manifest
 
     manifest = load_manifest(ASSIGNMENT / "assignment.toml")
     assert manifest.id == "assignment1" and manifest.files == ("attention.py",)
@@ -262,7 +262,7 @@ def test_quiz_questions_key_and_answer_template_agree():
 
 
 def test_quiz_key_scores_full_marks():
-    from grader.quiz import grade_quiz, load_key, load_questions
+    from grader.core.quiz import grade_quiz, load_key, load_questions
 
     questions = load_questions(ASSIGNMENT / "quiz.toml")
     key = load_key(REFERENCE / "quiz_key.toml")

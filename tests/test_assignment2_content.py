@@ -27,8 +27,8 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # `reference` is a top-level package of the course root
     sys.path.insert(0, str(ROOT))
 
-from grader.diagnose import load_mutants  # noqa: E402
-from grader.manifest import load_manifest  # noqa: E402
+from grader.core.manifest import load_manifest  # noqa: E402
+from grader.harness.diagnose import load_mutants  # noqa: E402
 from reference.assignment2 import multihead, positions  # noqa: E402
 
 ASSIGNMENT = ROOT / "assignments" / "assignment2"

@@ -54,13 +54,13 @@ CHILD_TIMEOUT_S = 900
 
 
 def _mutants():
-    from grader.diagnose import load_mutants
+    from grader.harness.diagnose import load_mutants
 
     return load_mutants("reference.assignment3.mutants")
 
 
 def _manifest():
-    from grader.manifest import load_manifest
+    from grader.core.manifest import load_manifest
 
     return load_manifest(ASSIGNMENT / "assignment.toml")
 
@@ -348,7 +348,7 @@ def test_every_mutant_is_registered_once_for_a_task_function():
 
 
 def test_static_checks_pass_the_reference_and_mutants_and_catch_the_cheats():
-    from grader.static_checks import check_sources
+    from grader.intake.static_checks import check_sources
 
     manifest = _manifest()
     reference = {f: (REFERENCE / f).read_text(encoding="utf-8") for f in FILES}
@@ -368,7 +368,7 @@ def test_static_checks_pass_the_reference_and_mutants_and_catch_the_cheats():
 
 
 def test_quiz_questions_key_and_answer_template_agree():
-    from grader.quiz import grade_quiz, load_key, load_questions
+    from grader.core.quiz import grade_quiz, load_key, load_questions
 
     questions = tomllib.loads((ASSIGNMENT / "quiz.toml").read_text(encoding="utf-8"))["questions"]
     key = tomllib.loads((REFERENCE / "quiz_key.toml").read_text(encoding="utf-8"))

@@ -26,14 +26,14 @@ from pathlib import Path
 
 import pytest
 
-from grader.course import Course
-from grader.gradebook import Gradebook
-from grader.grading import grade, open_submission
-from grader.outcomes import PASSED, TestOutcome
-from grader.policy import host_isolation
+from grader.core.course import Course
+from grader.core.records import PASSED, TestOutcome
+from grader.core.scoring import score
+from grader.pipeline.grading import grade, open_submission
+from grader.pipeline.policy import host_isolation
 from grader.sandbox.isolation import bwrap_works
 from grader.sandbox.uids import DEFAULT_UID_RANGE
-from grader.scoring import score
+from grader.storage.gradebook import Gradebook
 from tests.conftest import MINI_COURSE
 
 STACKS = {"bubblewrap": {"bubblewrap", "landlock", "seccomp", "reaper"},
@@ -108,9 +108,9 @@ class Classroom:
         self.snapshot()
 
     def _victim_record(self) -> str:
-        from grader.grading import GradeResult
-        from grader.manifest import load_manifest
-        from grader.submission import Submission
+        from grader.core.manifest import load_manifest
+        from grader.core.records import GradeResult
+        from grader.intake.submission import Submission
 
         manifest = load_manifest(self.root / "assignments" / "mini" / "assignment.toml")
         outcomes = [TestOutcome(name="test_double::test_double_matrix", task="double", status=PASSED, fraction=1.0)]
@@ -172,7 +172,7 @@ def double(x):
 ''', {"*": ("raised", "ModuleNotFoundError: No module named 'reference'")}),
     "import_grader_internals": ('''
 def double(x):
-    from grader import gradebook
+    from grader.storage import gradebook
     return x * 2
 ''', {"*": ("raised", "ImportError: cannot import name 'gradebook' from 'grader'")}),
     "import_reference_kernels": ('''
@@ -500,7 +500,7 @@ def test_a_worker_cannot_touch_another_students_worker(level: str) -> None:
 
 
 def test_the_worker_is_stopped_while_the_reference_is_timed(level: str) -> None:
-    from grader.runners import SandboxRunner
+    from grader.harness.runners import SandboxRunner
     from grader.sandbox.client import Sandbox
 
     with Sandbox({"n.py": NEIGHBOUR}, ["n.py"]) as box:

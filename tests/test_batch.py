@@ -22,13 +22,13 @@ import pytest
 from class_builder import ASSIGNMENT, BY_ID, FIXTURE, ROSTER_ONLY, STUDENTS, build_class, write_roster
 from click.testing import CliRunner
 
-from grader.batch import GradingJob, JobResult, discover, run_batch
-from grader.class_report import class_view_model
-from grader.cli import main
-from grader.course import Course
-from grader.errors import ClassDataError
-from grader.gradebook import Gradebook
-from grader.submission import load_submission
+from grader.cli.main import main
+from grader.core.course import Course
+from grader.core.errors import ClassDataError
+from grader.intake.submission import load_submission
+from grader.pipeline.batch import GradingJob, JobResult, discover, run_batch
+from grader.render.class_report import class_view_model
+from grader.storage.gradebook import Gradebook
 
 GRADED = [s for s in STUDENTS if not s.error]
 ERRORS = [s for s in STUDENTS if s.error]
@@ -331,10 +331,9 @@ def test_discover_names_students_by_stem_and_refuses_duplicates(tmp_path: Path):
 @pytest.fixture(scope="module")
 def mini_result_dict() -> dict:
     """A stored-shape GradeResult of the mini course (scored, not graded: instant)."""
-    from grader.grading import GradeResult
-    from grader.manifest import load_manifest
-    from grader.outcomes import TestOutcome
-    from grader.scoring import score
+    from grader.core.manifest import load_manifest
+    from grader.core.records import GradeResult, TestOutcome
+    from grader.core.scoring import score
 
     manifest = load_manifest(FIXTURE / "assignments" / ASSIGNMENT / "assignment.toml")
     outcomes = [TestOutcome(name="test_double_matrix", task="double", status="passed", fraction=1.0)]

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from grader.diagnose import Mutant
-from grader.manifest import parse_manifest
-from grader.runners import InProcessRunner
-from grader.testing import Check, GradingContext, StudentProblem
+from grader.core.manifest import parse_manifest
+from grader.harness.diagnose import Mutant
+from grader.harness.runners import InProcessRunner
+from grader.harness.testing import Check, GradingContext, StudentProblem
 
 STUDENT = '''
 import torch
@@ -73,7 +73,7 @@ def test_seeded_inputs_are_reproducible(make_check):
 
 
 def test_numbers_can_be_diagnosed():
-    from grader.diagnose import outputs_match
+    from grader.harness.diagnose import outputs_match
 
     assert outputs_match(1024, 1024) and not outputs_match(1024, 2048)
     assert not outputs_match(torch.ones(1), 1.0) and not outputs_match(True, 1)

@@ -22,21 +22,20 @@ import pytest
 from class_builder import CORRECT_A, CORRECT_B, CORRECT_C, DISGUISED_A, FIXTURE, REFERENCE, STUB, WRONG_AXIS
 from click.testing import CliRunner
 
-from grader.class_report import class_view_model
-from grader.cli import main
-from grader.course import Course
-from grader.errors import ClassDataError, ReleaseLeak
-from grader.exports import export_csv, export_gradescope
-from grader.gradebook import Gradebook
-from grader.grading import GradeResult
-from grader.manifest import load_manifest
-from grader.notebook import modules_from_notebook
-from grader.outcomes import FAILED, PASSED, TestOutcome
-from grader.release import find_leaks, release
-from grader.roster import read_roster, read_timestamps
-from grader.scoring import score
-from grader.similarity import clusters, find_similar, fingerprints, instructor_sources, tokens
-from grader.submission import Submission
+from grader.cli.main import main
+from grader.core.course import Course
+from grader.core.errors import ClassDataError, ReleaseLeak
+from grader.core.manifest import load_manifest
+from grader.core.records import FAILED, PASSED, GradeResult, TestOutcome
+from grader.core.scoring import score
+from grader.intake.notebook import modules_from_notebook
+from grader.intake.submission import Submission
+from grader.render.class_report import class_view_model
+from grader.render.exports import export_csv, export_gradescope
+from grader.render.similarity import clusters, find_similar, fingerprints, instructor_sources, tokens
+from grader.ship.release import find_leaks, release
+from grader.storage.gradebook import Gradebook
+from grader.storage.roster import read_roster, read_timestamps
 
 
 def invoke(*args: str):
@@ -329,7 +328,7 @@ def test_gradescope_autograder_bundle(course: Path, tmp_path: Path):
         modes = {i.filename: (i.external_attr >> 16) & 0o777 for i in archive.infolist()}
         run = archive.read("run_autograder").decode()
         setup = archive.read("setup.sh").decode()
-    for required in ("setup.sh", "run_autograder", "pyproject.toml", "README.md", "grader/cli.py",
+    for required in ("setup.sh", "run_autograder", "pyproject.toml", "README.md", "grader/cli/main.py",
                      "grader/sandbox/worker.py", "templates/report.html.j2", "assignments/mini/assignment.toml",
                      "assignments/mini/mini.py", "reference/__init__.py", "reference/mini/mini.py",
                      "reference/mini/mutants.py", "reference/mini/quiz_key.toml",

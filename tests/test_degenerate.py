@@ -8,13 +8,13 @@ import shutil
 import pytest
 import torch
 
-from grader import degenerate
-from grader.course import Course
-from grader.grading import grade, open_submission
-from grader.manifest import load_manifest
-from grader.pytest_plugin import load_reference
-from grader.runners import InProcessRunner
-from grader.testing import Check, GradingContext, StudentProblem
+from grader.core.course import Course
+from grader.core.manifest import load_manifest
+from grader.harness import degenerate
+from grader.harness.diagnose import load_reference
+from grader.harness.runners import InProcessRunner
+from grader.harness.testing import Check, GradingContext, StudentProblem
+from grader.pipeline.grading import grade, open_submission
 from tests.conftest import FIXTURES, ROOT
 
 MANIFEST = load_manifest(ROOT / "assignments" / "assignment1" / "assignment.toml")

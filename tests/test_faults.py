@@ -8,9 +8,9 @@ import shutil
 
 import pytest
 
-from grader.course import Course
-from grader.grading import grade, open_submission
-from grader.results import write_gradescope
+from grader.core.course import Course
+from grader.pipeline.grading import grade, open_submission
+from grader.render.results import write_gradescope
 from tests.conftest import FAULTS, MINI_COURSE
 
 # fault → (task that must fail, failure kind, words the message must contain, tasks that must pass)

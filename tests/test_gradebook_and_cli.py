@@ -8,10 +8,11 @@ import sqlite3
 import pytest
 from click.testing import CliRunner
 
-from grader.cli import main
-from grader.course import Course
-from grader.gradebook import Gradebook
-from grader.grading import GradeResult, grade, open_submission
+from grader.cli.main import main
+from grader.core.course import Course
+from grader.core.records import GradeResult
+from grader.pipeline.grading import grade, open_submission
+from grader.storage.gradebook import Gradebook
 from tests.conftest import FAULTS
 
 

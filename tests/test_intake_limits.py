@@ -38,10 +38,10 @@ from hostile import (
     zip_bytes,
 )
 
-from grader.cli import main
-from grader.errors import InvalidStudentId, SubmissionError
-from grader.gradebook import Gradebook
-from grader.submission import load_submission
+from grader.cli.main import main
+from grader.core.errors import InvalidStudentId, SubmissionError
+from grader.intake.submission import load_submission
+from grader.storage.gradebook import Gradebook
 
 MODULES = ("mini.py",)
 
@@ -198,7 +198,7 @@ def test_a_module_file_too_large_to_parse(folder: Path):
 
 
 def test_a_broken_answers_file_is_graded_as_wrong_answers_not_a_crash():
-    from grader.quiz import Question, grade_quiz
+    from grader.core.quiz import Question, grade_quiz
 
     questions = [Question("row_sum", "choice", "", ("0", "1"))]
     for text, message in [("row_sum = " + "[" * 5000 + "]" * 5000 + "\n",

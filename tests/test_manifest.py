@@ -2,9 +2,9 @@ from __future__ import annotations
 
 import pytest
 
-from grader.course import Course
-from grader.errors import ManifestError
-from grader.manifest import load_manifest, parse_manifest
+from grader.core.course import Course
+from grader.core.errors import ManifestError
+from grader.core.manifest import load_manifest, parse_manifest
 from tests.conftest import MINI_COURSE, ROOT
 
 

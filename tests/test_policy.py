@@ -10,12 +10,12 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from grader.cli import main
-from grader.errors import SettingsError
-from grader.gradebook import Gradebook
-from grader.policy import refusal
+from grader.cli.main import main
+from grader.core.errors import SettingsError
+from grader.core.settings import SandboxSettings, load_settings, parse_level
+from grader.pipeline.policy import refusal
 from grader.sandbox.isolation import Isolation
-from grader.settings import SandboxSettings, load_settings, parse_level
+from grader.storage.gradebook import Gradebook
 from tests.conftest import MINI_COURSE, ROOT
 
 FULL = ("process", "uid", "landlock", "seccomp", "reaper")
@@ -138,7 +138,7 @@ def test_grade_sandbox_reports_each_layer(course, monkeypatch):
     assert weak.exit_code == 4
     assert "✗ uid: turned off by GRADE_SANDBOX_WITHOUT" in weak.output and "official grades: refused" in weak.output
     monkeypatch.delenv("GRADE_SANDBOX_WITHOUT")
-    from grader.policy import host_isolation
+    from grader.pipeline.policy import host_isolation
     from grader.sandbox.uids import DEFAULT_UID_RANGE
 
     if {"uid", "landlock", "seccomp"} - set(host_isolation(DEFAULT_UID_RANGE).layers):
@@ -149,7 +149,7 @@ def test_grade_sandbox_reports_each_layer(course, monkeypatch):
 
 def test_the_reference_scores_full_marks_at_both_levels(monkeypatch, tmp_path):
     """The acceptance check: `grade submit assignment1 --workspace reference/assignment1` = 100 at each level."""
-    from grader.policy import host_isolation
+    from grader.pipeline.policy import host_isolation
     from grader.sandbox.isolation import bwrap_works
     from grader.sandbox.uids import DEFAULT_UID_RANGE
 

@@ -19,24 +19,24 @@ from class_builder import FIXTURE
 from click.testing import CliRunner
 from rich.console import Console
 
-from grader.batch import BatchSummary, print_summary
-from grader.class_report import class_view_model
-from grader.cli import main
-from grader.course import Course
-from grader.errors import ClassDataError, InvalidStudentId
-from grader.exports import export_csv, export_gradescope, spreadsheet_text
-from grader.gradebook import Gradebook
-from grader.grading import GradeResult
-from grader.manifest import load_manifest
-from grader.outcomes import FAILED, TestOutcome
-from grader.release import find_leaks
-from grader.report import view_model
-from grader.results import gradescope_results
-from grader.roster import read_roster, read_timestamps
-from grader.scoring import score
-from grader.student_ids import check_student_id, is_student_id
-from grader.submission import Submission
-from grader.text import one_line, printable, printable_data, storable
+from grader.cli.console import print_summary
+from grader.cli.main import main
+from grader.core.course import Course
+from grader.core.errors import ClassDataError, InvalidStudentId
+from grader.core.manifest import load_manifest
+from grader.core.records import FAILED, GradeResult, TestOutcome
+from grader.core.scoring import score
+from grader.core.student_ids import check_student_id, is_student_id
+from grader.core.text import one_line, printable, printable_data, storable
+from grader.intake.submission import Submission
+from grader.pipeline.batch import BatchSummary
+from grader.render.class_report import class_view_model
+from grader.render.exports import export_csv, export_gradescope, spreadsheet_text
+from grader.render.report import view_model
+from grader.render.results import gradescope_results
+from grader.ship.release import find_leaks
+from grader.storage.gradebook import Gradebook
+from grader.storage.roster import read_roster, read_timestamps
 from tests.conftest import FAULTS, ROOT
 
 CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")

@@ -7,8 +7,8 @@ import tomllib
 
 import pytest
 
-from grader.course import Course
-from grader.quiz import grade_quiz, load_key, load_questions
+from grader.core.course import Course
+from grader.core.quiz import grade_quiz, load_key, load_questions
 from tests.conftest import ROOT
 
 COURSE = Course(ROOT)

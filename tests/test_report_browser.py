@@ -7,10 +7,10 @@ import re
 
 import pytest
 
-from grader.course import Course
-from grader.grading import grade, open_submission
-from grader.report import write_html
-from grader.results import write_gradescope
+from grader.core.course import Course
+from grader.pipeline.grading import grade, open_submission
+from grader.render.report import write_html
+from grader.render.results import write_gradescope
 from tests.browser import chromium, render
 from tests.conftest import FAULTS, MINI_COURSE
 

@@ -6,9 +6,9 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from grader.manifest import LatePolicy, SpeedThreshold, parse_manifest
-from grader.outcomes import StaticFinding, TestOutcome
-from grader.scoring import late_days, late_fraction, score, speed_fraction
+from grader.core.manifest import LatePolicy, SpeedThreshold, parse_manifest
+from grader.core.records import StaticFinding, TestOutcome
+from grader.core.scoring import late_days, late_fraction, score, speed_fraction
 
 DEADLINE = datetime.fromisoformat("2026-12-01T12:00:00+00:00")
 

@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from grader.manifest import parse_manifest
-from grader.static_checks import check_sources
+from grader.core.manifest import parse_manifest
+from grader.intake.static_checks import check_sources
 
 MANIFEST = parse_manifest({"id": "a", "files": ["a.py"], "tasks": [
     {"id": "soft", "points": 1, "functions": ["softmax"], "forbidden": ["softmax"]},
@@ -72,9 +72,9 @@ def test_syntax_errors_are_reported_not_raised():
 
 from pathlib import Path  # noqa: E402
 
-from grader.course import Course  # noqa: E402
-from grader.grading import grade, open_submission  # noqa: E402
-from grader.manifest import load_manifest  # noqa: E402
+from grader.core.course import Course  # noqa: E402
+from grader.core.manifest import load_manifest  # noqa: E402
+from grader.pipeline.grading import grade, open_submission  # noqa: E402
 from tests.conftest import FIXTURES, ROOT  # noqa: E402
 
 FULL = parse_manifest({"id": "a", "files": ["a.py"], "tasks": [

@@ -7,9 +7,9 @@ import zipfile
 import nbformat
 import pytest
 
-from grader.errors import SubmissionError
-from grader.notebook import assemble_source
-from grader.submission import load_submission
+from grader.core.errors import SubmissionError
+from grader.intake.notebook import assemble_source
+from grader.intake.submission import load_submission
 
 
 def test_folder_skips_caches(tmp_path):

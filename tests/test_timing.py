@@ -14,10 +14,10 @@ import time
 import pytest
 import torch
 
-from grader.device_lock import device_lock
-from grader.runners import InProcessRunner
+from grader.harness.device_lock import device_lock
+from grader.harness.runners import InProcessRunner
+from grader.harness.timing import TimingCase, _checksum_bound, compare_speed, summarize
 from grader.sandbox.timer import ALIGN, PoolSpec, inputs_at, make_pool, pool_size, random_offsets, run_block
-from grader.timing import TimingCase, _checksum_bound, compare_speed, summarize
 
 SHAPE = (64, 32)
 CASE = TimingCase(shapes=(SHAPE, SHAPE), dtype="float32", kwargs={})

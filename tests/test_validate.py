@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from grader.course import Course
-from grader.validate import reference_answers, validate
+from grader.core.course import Course
+from grader.pipeline.validate import reference_answers, validate
 
 
 def test_validate_mini_course_and_a_mutant_nobody_catches(mini_course):

@@ -1,7 +1,7 @@
 """The trusted side of the sandbox: start, call, time out, restart.
 
 `Sandbox.call()` never raises for anything the student's code does; it
-returns a `CallResult` whose `status` says what happened; grader.testing
+returns a `CallResult` whose `status` says what happened; grader.harness.testing
 turns those results into failures a test can let fly.
 
 A worker is started as: this process → supervisor (trusted, a subreaper;
@@ -465,7 +465,7 @@ class Sandbox:
 
     def time_block(self, name: str, pool, shapes, kwargs: dict, calls: list, projection_seed: int,
                    timeout_s: float | None = None) -> CallResult:
-        """One timed block in the worker (grader.timing decides what it is worth)."""
+        """One timed block in the worker (grader.harness.timing decides what it is worth)."""
         return self.request({"op": "time_block", "name": name, "pool": pool.to_message(),
                              "shapes": [list(s) for s in shapes], "kwargs": dict(kwargs), "calls": calls,
                              "projection_seed": projection_seed}, timeout_s)

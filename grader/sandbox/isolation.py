@@ -16,7 +16,7 @@ A level is the list of layers that took effect, joined by '+', e.g.
   a PID namespace under bubblewrap).
 
 Every layer is detected, applied where it exists (inside bubblewrap too), and
-named in every report; grader.policy decides whether a level may give an
+named in every report; grader.pipeline.policy decides whether a level may give an
 official grade.
 """
 

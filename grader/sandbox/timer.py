@@ -2,7 +2,7 @@
 
 The student's block runs in the sandbox worker and the reference's in the
 trusted process, through this one function, so both pay exactly the same
-overheads. What decides points is measured outside the worker (grader.timing):
+overheads. What decides points is measured outside the worker (grader.harness.timing):
 the trusted process's wall clock around the whole block request, and a check
 of the outputs. This module only makes the work honest to do and hard to skip:
 

@@ -1,0 +1,3 @@
+from grader.cli.main import main
+
+main()

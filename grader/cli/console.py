@@ -1,0 +1,124 @@
+"""What the `grade` command prints: the grade table, batch progress and summary.
+
+Rendering for a terminal only (rich); student text is made printable first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from grader.core.records import FAILED, PENDING, GradeResult
+from grader.core.text import printable
+from grader.pipeline.batch import BatchSummary
+
+
+def print_terminal(result: GradeResult, console=None, show_passed: bool = False) -> None:
+    """One line per task, diagnosis under each failure (rich, coloured when a TTY).
+
+    Every text from the result goes through printable() first: a submission's
+    messages and names must not move the cursor or draw on the terminal.
+    """
+    from rich.console import Console
+    from rich.markup import escape as markup_escape
+    from rich.table import Table
+
+    def escape(text: object) -> str:
+        return markup_escape(printable(str(text)))
+
+    console = console or Console()
+    score = result.score
+    table = Table(title=f"{escape(result.assignment_title)} — {escape(result.student)}", title_justify="left")
+    for column in ("task", "score", "tests", "status"):
+        table.add_column(column, justify="right" if column in ("score", "tests") else "left")
+    for task in score.tasks:
+        colour = {"graded": "green" if task.earned >= task.points else
+                  ("yellow" if task.earned > 0 else "red"),
+                  "pending": "cyan", "forbidden": "red", "no_tests": "magenta"}[task.status]
+        status = task.status if task.status != "graded" else (
+            "ok" if task.earned >= task.points else "partial" if task.earned else "failed")
+        label = task.title + (" (bonus)" if task.bonus else "")
+        table.add_row(escape(label), f"{task.earned:g}/{task.points:g}",
+                      f"{task.passed}/{task.passed + task.failed}"
+                      + (f" +{task.pending} pending" if task.pending else ""),
+                      f"[{colour}]{escape(status)}[/{colour}]")
+    console.print(table)
+    for task in score.tasks:
+        if task.status == "forbidden":
+            console.print(f"[red]✗ {escape(task.title)}[/red]: {escape(task.reason)}")
+    for outcome in result.outcomes:
+        if outcome.status == FAILED:
+            console.print(f"[red]✗[/red] [bold]{escape(str(outcome.task))}[/bold] · "
+                          f"{escape(outcome.name)}")
+            for line in printable(outcome.message).splitlines():
+                console.print(f"    {escape(line)}")
+        elif outcome.status == PENDING and show_passed:
+            console.print(f"[cyan]…[/cyan] {escape(outcome.name)}: {escape(outcome.message)}")
+    line = f"[bold]Total: {score.total:g} / {score.max_points:g}[/bold]"
+    if score.late_penalty:
+        line += f"  (late {score.late_days} day(s): -{score.late_penalty:g})"
+    if score.pending_points:
+        line += f"  ({score.pending_points:g} points pending: not judged on this machine)"
+    console.print(line)
+    console.print(f"[dim]seed {result.seed} · sandbox: {escape(result.isolation_level)} · "
+                  f"{result.duration_s:.1f} s[/dim]")
+
+
+class RichProgress:
+    """A progress bar with counts and ETA on stderr (silent when stderr is not a terminal)."""
+
+    def __init__(self, console=None):
+        from rich import progress as bar
+        from rich.console import Console
+
+        self.console = console or Console(stderr=True)
+        self.progress = bar.Progress(bar.TextColumn("[bold]{task.description}"), bar.BarColumn(),
+                                     bar.MofNCompleteColumn(), bar.TextColumn("{task.fields[counts]}"),
+                                     bar.TimeElapsedColumn(), bar.TextColumn("ETA"), bar.TimeRemainingColumn(),
+                                     console=self.console, disable=not self.console.is_terminal)
+        self.task = None
+
+    def __enter__(self) -> RichProgress:
+        self.progress.__enter__()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.progress.__exit__(*exc)
+
+    def __call__(self, event: str, student: str, summary: BatchSummary) -> None:
+        counts = (f"graded {len(summary.graded)} · skipped {len(summary.skipped)} · "
+                  f"errors {len(summary.errors)}")
+        if self.task is None:
+            self.task = self.progress.add_task(f"grading {summary.assignment_id}", total=summary.total,
+                                               counts=counts)
+        if event == "planned":  # the ETA should count only real grading, not instant skips
+            self.progress.reset(self.task, total=int(student), completed=0, counts=counts)
+            return
+        self.progress.update(self.task, advance=1 if event in ("graded", "error") else 0, counts=counts)
+
+
+def print_summary(summary: BatchSummary, console=None) -> None:
+    """The end-of-batch table: graded, skipped, errors, mean score."""
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
+    console = console or Console()
+    table = Table(title=f"Batch {summary.assignment_id}: {summary.total} submission(s)", title_justify="left")
+    table.add_column("")
+    table.add_column("count", justify="right")
+    mean = summary.mean_score
+    rows: Iterable[tuple[str, str]] = (
+        ("graded", str(len(summary.graded))),
+        ("skipped (already graded)", str(len(summary.skipped))),
+        ("errors", str(len(summary.errors))),
+        ("mean score of this run", "-" if mean is None else f"{mean:.2f} / {summary.max_points:g}"),
+        ("time", f"{summary.elapsed_s:.1f} s"),
+    )
+    for label, value in rows:
+        table.add_row(label, value)
+    console.print(table)
+    for student, error in sorted(summary.errors.items()):
+        console.print(f"[red]✗ {escape(printable(student))}[/red]: {escape(printable(error))}")
+    if summary.ignored:
+        ignored = printable(", ".join(summary.ignored))
+        console.print(f"[yellow]ignored (not a folder, .zip or .ipynb):[/yellow] {escape(ignored)}")

@@ -1,0 +1,360 @@
+"""The `grade` command (contract: docs/CLI.md). Thin: parse, call the library,
+map GraderError to a one-line message and its exit code."""
+
+from __future__ import annotations
+
+import functools
+import sys
+from datetime import datetime
+from pathlib import Path
+
+import click
+
+from grader.core.course import Course, find_course
+from grader.core.errors import GraderError, SandboxRefused
+from grader.core.text import one_line
+
+SELF_CHECK_STUDENT = "self-check"  # `grade check` records nothing, so it needs no real student id
+
+
+class GradeCommandError(click.ClickException):
+    def __init__(self, error: GraderError):
+        super().__init__(one_line(str(error), 2000))  # one line, nothing a terminal would act on
+        self.exit_code = error.exit_code
+
+
+def library_errors(command):
+    """Turn GraderError into a one-line ClickException with the right exit code."""
+
+    @functools.wraps(command)
+    def wrapper(*args, **kwargs):
+        try:
+            return command(*args, **kwargs)
+        except GraderError as exc:
+            raise GradeCommandError(exc) from exc
+
+    return wrapper
+
+
+def iso_datetime(_ctx, _param, value: str | None) -> datetime | None:
+    if value is None:
+        return None
+    try:
+        parsed = datetime.fromisoformat(value)
+    except ValueError as exc:
+        raise click.BadParameter(f"not an ISO 8601 date-time: {value!r}") from exc
+    if parsed.tzinfo is None:
+        raise click.BadParameter("give a time zone, e.g. 2026-12-14T23:59:00+00:00")
+    return parsed
+
+
+pass_course = click.make_pass_decorator(Course)
+
+
+@click.group()
+@click.option("--course", "course_dir", type=click.Path(file_okay=False), default=None,
+              help="Course root (default: $GRADE_COURSE, else the nearest parent with assignments/).")
+@click.version_option(package_name="attention-course-grader")
+@click.pass_context
+def main(ctx: click.Context, course_dir: str | None) -> None:
+    """Grade attention-course assignments: self-checks, official grades, class reports."""
+    try:
+        ctx.obj = find_course(course_dir)
+    except GraderError as exc:
+        if ctx.invoked_subcommand is not None:
+            raise GradeCommandError(exc) from exc
+
+
+def weak_sandbox_option(command):
+    return click.option(
+        "--allow-weak-sandbox", is_flag=True,
+        help="Grade even where the sandbox lacks a layer the course requires (recorded in the result).",
+    )(command)
+
+
+def gradebook_option(command):
+    return click.option(
+        "--gradebook", "gradebook_path", default=None, type=click.Path(dir_okay=False),
+        help="SQLite gradebook (default: <course>/.grade/gradebook.sqlite or $GRADE_GRADEBOOK).",
+    )(command)
+
+
+@main.command("list")
+@pass_course
+@library_errors
+def list_assignments(course: Course) -> None:
+    """Assignments, their tasks, points and deadlines."""
+    from grader.core.manifest import load_manifest
+
+    for assignment_id in course.assignment_ids():
+        manifest = load_manifest(course.assignment_dir(assignment_id) / "assignment.toml")
+        deadline = manifest.deadline.isoformat() if manifest.deadline else "no deadline"
+        click.echo(f"{manifest.id}  {manifest.title}  ({manifest.max_points:g} points, due {deadline})")
+        for task in manifest.tasks:
+            extra = " bonus" if task.bonus else ""
+            click.echo(f"    {task.id:<32} {task.points:>6g}{extra}  [{task.kind}] {task.section_text}")
+
+
+@main.command("sandbox")
+@pass_course
+@library_errors
+def sandbox_command(course: Course) -> None:
+    """The sandbox level this host gives a worker, layer by layer, and whether the course accepts it.
+
+    Starts one real worker to confirm every layer. Exit 0 when an official grade is
+    possible here, 4 when it is not (with the reason and the override flag)."""
+    from grader.pipeline.policy import inspect_host
+
+    report = inspect_host(course)
+    for line in report.lines:
+        click.echo(line)
+    if report.refusal:
+        raise GradeCommandError(SandboxRefused(report.refusal))
+
+
+@main.command()
+@click.argument("assignment")
+@click.option("--workspace", type=click.Path(exists=True), default=None,
+              help="Folder, .zip or .ipynb with your files (default: assignments/ASSIGNMENT).")
+@click.option("--task", "task_id", default=None, help="Only this task's public tests.")
+@click.option("--seed", type=int, default=None, help="Input seed (default: fresh).")
+@pass_course
+@library_errors
+def check(course: Course, assignment: str, workspace: str | None, task_id: str | None,
+          seed: int | None) -> None:
+    """Student self-check: the public tests, in the sandbox. Never records a grade."""
+    from grader.cli.console import print_terminal
+    from grader.core.records import FAILED
+    from grader.pipeline.grading import grade, open_submission
+
+    submission = open_submission(course, assignment, workspace, student=SELF_CHECK_STUDENT)
+    result = grade(course, assignment, submission, mode="check", only_task=task_id, seed=seed)
+    print_terminal(result)
+    if any(o.status == FAILED for o in result.outcomes) or not result.outcomes:
+        sys.exit(1)
+
+
+@main.command()
+@click.argument("assignment")
+@click.option("--workspace", type=click.Path(exists=True), default=None,
+              help="Folder, .zip or .ipynb (default: assignments/ASSIGNMENT).")
+@click.option("--student", default=None, help="Student id (default: the workspace's name).")
+@click.option("--json", "json_path", type=click.Path(dir_okay=False), default=None,
+              help="Write Gradescope's results.json here.")
+@click.option("--html", "html_path", type=click.Path(dir_okay=False), default=None,
+              help="HTML report path (default: <course>/.grade/reports/STUDENT/ASSIGNMENT.html).")
+@click.option("--submitted-at", callback=iso_datetime, default=None,
+              help="Submission time (ISO 8601 with zone) for the late policy.")
+@click.option("--no-record", is_flag=True, help="Do not write the gradebook.")
+@click.option("--seed", type=int, default=None, help="Input seed (default: fresh, printed).")
+@click.option("--timing-device", type=click.Choice(["auto", "cuda", "cpu"]), default="auto", show_default=True,
+              help="Where kernels are timed: the GPU when there is one; 'cpu' for tests and demonstrations "
+                   "(the report marks those points as CPU-timed).")
+@weak_sandbox_option
+@gradebook_option
+@pass_course
+@library_errors
+def submit(course: Course, assignment: str, workspace: str | None, student: str | None,
+           json_path: str | None, html_path: str | None, submitted_at: datetime | None,
+           no_record: bool, seed: int | None, timing_device: str, allow_weak_sandbox: bool,
+           gradebook_path: str | None) -> None:
+    """The official grade of one submission (exit 0 whenever grading completed)."""
+    from grader.cli.console import print_terminal
+    from grader.core.student_ids import check_student_id
+    from grader.pipeline.grading import grade, open_submission
+    from grader.render.report import write_html
+    from grader.render.results import write_gradescope
+    from grader.storage.gradebook import Gradebook
+
+    if student is not None:
+        check_student_id(student, "--student", fix="pass the student's id")
+    submission = open_submission(course, assignment, workspace, student=student,
+                                 submitted_at=submitted_at)
+    html = Path(html_path) if html_path else course.report_path(submission.student, assignment)
+    result = grade(course, assignment, submission, mode="submit", seed=seed, timing_device=timing_device,
+                   allow_weak_sandbox=allow_weak_sandbox,
+                   protected=(str(course.gradebook_path(gradebook_path)), str(html)))
+    print_terminal(result)
+    if json_path:
+        write_gradescope(result, json_path)
+        click.echo(f"results.json: {json_path}")
+    write_html(result, html, course.templates_dir)
+    click.echo(f"report: {html}")
+    if not no_record:
+        with Gradebook(course.gradebook_path(gradebook_path)) as book:
+            book.record(result, submission)
+        click.echo(f"recorded in {course.gradebook_path(gradebook_path)}")
+
+
+# ------------------------------------------------------------------ running a class
+def _existing_gradebook(course: Course, gradebook_path: str | None):
+    from grader.core.errors import GradebookError
+    from grader.storage.gradebook import Gradebook
+
+    path = course.gradebook_path(gradebook_path)
+    if not path.is_file():
+        raise GradebookError(f"no gradebook at {path} (grade some submissions first, or pass --gradebook)")
+    return Gradebook(path)
+
+
+@main.command()
+@click.argument("assignment")
+@click.argument("submissions_dir", type=click.Path(exists=True, file_okay=False))
+@click.option("--jobs", "-j", type=click.IntRange(min=1), default=None,
+              help="Submissions graded at once (default: the number of CPUs, at most 8).")
+@click.option("--force", is_flag=True, help="Regrade everything, even files already graded.")
+@click.option("--no-reports", is_flag=True, help="Do not write each student's HTML report.")
+@weak_sandbox_option
+@gradebook_option
+@pass_course
+@library_errors
+def batch(course: Course, assignment: str, submissions_dir: str, jobs: int | None, force: bool,
+          no_reports: bool, allow_weak_sandbox: bool, gradebook_path: str | None) -> None:
+    """Grade a class: each entry of SUBMISSIONS_DIR (folder, .zip, .ipynb) is one student.
+
+    Resumable: files already graded are skipped. Optional SUBMISSIONS_DIR/timestamps.csv
+    (student,submitted_at) dates the submissions for the late policy."""
+    from grader.cli.console import RichProgress, print_summary
+    from grader.pipeline.batch import DEFAULT_JOBS, run_batch
+    from grader.storage.gradebook import Gradebook
+
+    with Gradebook(course.gradebook_path(gradebook_path)) as book, RichProgress() as progress:
+        summary = run_batch(course, assignment, submissions_dir, book, jobs=jobs or DEFAULT_JOBS,
+                            force=force, write_reports=not no_reports, progress=progress,
+                            allow_weak_sandbox=allow_weak_sandbox)
+    print_summary(summary)
+
+
+@main.group()
+def roster() -> None:
+    """The class list in the gradebook."""
+
+
+@roster.command("import")
+@click.argument("csv_path", type=click.Path(exists=True, dir_okay=False))
+@gradebook_option
+@pass_course
+@library_errors
+def roster_import(course: Course, csv_path: str, gradebook_path: str | None) -> None:
+    """Add or update students from a CSV with columns id,name,email."""
+    from grader.storage.gradebook import Gradebook
+    from grader.storage.roster import read_roster
+
+    rows = read_roster(csv_path)
+    with Gradebook(course.gradebook_path(gradebook_path)) as book:
+        count = book.import_roster(rows)
+    click.echo(f"{count} student(s) imported into {course.gradebook_path(gradebook_path)}")
+
+
+@main.command()
+@click.argument("assignment")
+@click.option("--out", type=click.Path(dir_okay=False), default=None,
+              help="HTML file (default: <course>/.grade/reports/ASSIGNMENT-class.html).")
+@gradebook_option
+@pass_course
+@library_errors
+def report(course: Course, assignment: str, out: str | None, gradebook_path: str | None) -> None:
+    """The instructor's class report (HTML, staff only) from the gradebook."""
+    from grader.render.class_report import write_class_report
+
+    with _existing_gradebook(course, gradebook_path) as book:
+        path = write_class_report(course, assignment, book, out)
+    click.echo(f"class report: {path}")
+
+
+@main.command()
+@click.argument("assignment")
+@click.option("--format", "fmt", type=click.Choice(["csv", "gradescope"]), required=True,
+              help="csv: one row per student; gradescope: OUT/STUDENT/results.json.")
+@click.option("--out", type=click.Path(), default=None,
+              help="CSV file (default: stdout) or folder (default: <course>/.grade/exports/ASSIGNMENT-gradescope).")
+@gradebook_option
+@pass_course
+@library_errors
+def export(course: Course, assignment: str, fmt: str, out: str | None, gradebook_path: str | None) -> None:
+    """Grades for a spreadsheet or LMS, or per-student Gradescope results.json files."""
+    from grader.render.exports import export_csv, export_gradescope
+
+    with _existing_gradebook(course, gradebook_path) as book:
+        if fmt == "csv":
+            text = export_csv(course, assignment, book)
+            if out is None:
+                click.echo(text, nl=False)
+                return
+            Path(out).parent.mkdir(parents=True, exist_ok=True)
+            Path(out).write_text(text, encoding="utf-8")
+            click.echo(f"csv: {out}", err=True)
+            return
+        folder = Path(out) if out else course.state_dir / "exports" / f"{assignment}-gradescope"
+        written = export_gradescope(course, assignment, book, folder)
+    click.echo(f"{len(written)} results.json file(s) under {folder}")
+
+
+@main.group()
+def autograder() -> None:
+    """Autograder bundles for hosted graders."""
+
+
+@autograder.command("gradescope")
+@click.argument("assignment")
+@click.option("--out", type=click.Path(dir_okay=False), default=None,
+              help="Zip to write (default: <course>/.grade/autograder/ASSIGNMENT.zip).")
+@pass_course
+@library_errors
+def autograder_gradescope(course: Course, assignment: str, out: str | None) -> None:
+    """A Gradescope autograder zip: setup.sh, run_autograder, the grader and this assignment."""
+    from grader.ship.autograder import build_autograder
+
+    click.echo(f"autograder: {build_autograder(course, assignment, out)}")
+
+
+@main.command()
+@click.argument("assignment")
+@click.option("--out", type=click.Path(file_okay=False), default=None,
+              help="Folder for ASSIGNMENT.zip and ASSIGNMENT.ipynb (default: <course>/.grade/release).")
+@pass_course
+@library_errors
+def release(course: Course, assignment: str, out: str | None) -> None:
+    """The student bundle from assignments/ASSIGNMENT alone; exit 3 if anything instructor-only would ship."""
+    from grader.ship.release import release as build_release
+
+    bundle = build_release(course, assignment, out)
+    click.echo(f"{len(bundle.files)} file(s) checked: nothing from reference/ or kernels/")
+    click.echo(f"zip: {bundle.zip_path}")
+    click.echo(f"notebook: {bundle.notebook_path}")
+
+
+@main.command()
+@click.argument("assignment", required=False)
+@click.option("--jobs", type=click.IntRange(1, 64), default=1, show_default=True,
+              help="Grade this many workspaces in parallel.")
+@pass_course
+@library_errors
+def validate(course: Course, assignment: str | None, jobs: int) -> None:
+    """Instructor self-test: reference full marks, stubs zero, every mutant caught and diagnosed."""
+    from rich.console import Console
+    from rich.markup import escape
+
+    from grader.core.text import printable
+    from grader.pipeline.validate import validate as run_validation
+
+    console = Console()
+    assignments = [assignment] if assignment else course.assignment_ids()
+    failures = 0
+    for assignment_id in assignments:
+        console.print(f"[bold]{assignment_id}[/bold]")
+
+        def show(verdict) -> None:
+            mark = "[green]✓[/green]" if verdict.ok else "[red]✗[/red]"
+            task = f" [{printable(verdict.task)}]" if verdict.task else ""
+            console.print(f"  {mark} {escape(printable(verdict.subject))}{escape(task)}: "
+                          f"{escape(printable(verdict.detail))}")
+
+        verdicts = run_validation(course, assignment_id, jobs=jobs, progress=show)
+        failures += sum(not v.ok for v in verdicts)
+    if failures:
+        raise click.ClickException(f"{failures} validation check(s) failed")
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

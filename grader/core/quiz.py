@@ -1,0 +1,109 @@
+"""The quiz: questions in assignments/<id>/quiz.toml, the key in
+reference/<id>/quiz_key.toml, the student's answers in answers.toml.
+
+Answers are parsed as TOML data in the trusted process; nothing is executed.
+A wrong answer's feedback names the section to reread, never the answer.
+"""
+
+from __future__ import annotations
+
+import math
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+from grader.core.errors import ManifestError
+from grader.core.records import FAILED, PASSED, TestOutcome
+
+ANSWERS_FILE = "answers.toml"
+
+
+@dataclass(frozen=True)
+class Question:
+    id: str
+    kind: str  # choice | numeric
+    prompt: str
+    choices: tuple[str, ...] = ()
+    weight: float = 1.0
+    section: str = ""
+
+
+def load_questions(path: Path) -> list[Question]:
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise ManifestError(f"{path}: {exc}") from exc
+    questions = []
+    for raw in data.get("questions", []):
+        if raw.get("kind") not in ("choice", "numeric") or "id" not in raw:
+            raise ManifestError(f"{path}: each question needs an id and kind choice|numeric")
+        questions.append(Question(raw["id"], raw["kind"], raw.get("prompt", ""),
+                                  tuple(raw.get("choices", ())), float(raw.get("weight", 1.0)),
+                                  raw.get("section", "")))
+    return questions
+
+
+def load_key(path: Path) -> dict:
+    try:
+        return tomllib.loads(path.read_text(encoding="utf-8")).get("answers", {})
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise ManifestError(f"{path}: {exc}") from exc
+
+
+def _parse_answers(text: str | None) -> tuple[dict, str]:
+    if text is None:
+        return {}, f"no {ANSWERS_FILE} was submitted"
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        return {}, f"{ANSWERS_FILE} is not valid TOML ({exc})"
+    except (RecursionError, ValueError):  # nested too deeply, or a number too long to convert
+        return {}, f"{ANSWERS_FILE} is not valid TOML (too deeply nested or too long to read)"
+    answers = data.get("answers", data)
+    return (answers, "") if isinstance(answers, dict) else ({}, f"{ANSWERS_FILE} has no table of answers")
+
+
+def is_right(question: Question, expected, given) -> bool:
+    """Whether `given` earns the question's points when the key says `expected`."""
+    if given is None or given == "":
+        return False
+    if question.kind == "choice":
+        if isinstance(given, str) and not given.strip().lstrip("-").isdigit():
+            text = given.strip().lower()
+            return any(text == c.strip().lower() for i, c in enumerate(question.choices) if i == expected)
+        try:
+            return int(given) == int(expected)
+        except (TypeError, ValueError):
+            return False
+    value = expected["value"] if isinstance(expected, dict) else expected
+    tolerance = expected.get("tolerance", 1e-6) if isinstance(expected, dict) else 1e-6
+    try:
+        number = float(given)
+    except (TypeError, ValueError):
+        return False
+    return math.isfinite(number) and abs(number - float(value)) <= tolerance
+
+
+def grade_quiz(questions: list[Question], key: dict, answers_text: str | None,
+               task_id: str = "quiz") -> list[TestOutcome]:
+    """One outcome per question; `fraction` carries the question's weight share."""
+    answers, problem = _parse_answers(answers_text)
+    total = sum(q.weight for q in questions) or 1.0
+    outcomes = []
+    for question in questions:
+        given = answers.get(question.id)
+        right = question.id in key and is_right(question, key[question.id], given)
+        if right:
+            message = ""
+        elif problem:
+            message = problem
+        elif given is None or given == "":
+            message = f"no answer given for {question.id!r}"
+        else:
+            message = f"not the expected answer; reread lecture {question.section}".strip()
+        outcomes.append(TestOutcome(
+            name=f"quiz::{question.id}", task=task_id, status=PASSED if right else FAILED,
+            kind="" if right else "wrong", message=message, fraction=1.0 if right else 0.0,
+            visibility="visible", detail={"weight": question.weight / total * len(questions)},
+        ))
+    return outcomes

@@ -1,0 +1,89 @@
+"""Course-wide settings: `course.toml` at the course root (optional).
+
+    [sandbox]
+    # An official grade (grade submit, grade batch, the Gradescope autograder) needs
+    # one of these levels; each is a '+'-joined set of layers that must all be present.
+    require = ["bubblewrap", "process+uid+landlock+seccomp+reaper"]
+    # The uids workers run as when the grader is root: one per running worker.
+    uid_range = [60000, 60999]
+
+Every key is optional; a missing file means the defaults below. Values are
+checked by type and range, one clear error per problem.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from grader.core.errors import SettingsError
+from grader.sandbox.isolation import LAYER_ORDER
+from grader.sandbox.uids import DEFAULT_UID_RANGE
+
+SETTINGS_FILE = "course.toml"
+DEFAULT_REQUIRED_LEVELS = ("bubblewrap", "process+uid+landlock+seccomp+reaper")
+
+
+def parse_level(text: str, where: str) -> frozenset[str]:
+    """'process+uid+landlock' → the set of its layers (each must be a known layer)."""
+    layers = frozenset(part.strip() for part in text.split("+") if part.strip())
+    unknown = sorted(layers - set(LAYER_ORDER))
+    if not layers or unknown:
+        raise SettingsError(f"{where}: {text!r} is not a level: layers are {', '.join(LAYER_ORDER)} "
+                            f"joined by '+'" + (f" (unknown: {', '.join(unknown)})" if unknown else ""))
+    return layers
+
+
+@dataclass(frozen=True)
+class SandboxSettings:
+    require: tuple[frozenset[str], ...] = field(
+        default_factory=lambda: tuple(parse_level(level, "default") for level in DEFAULT_REQUIRED_LEVELS))
+    uid_range: tuple[int, int] = DEFAULT_UID_RANGE
+
+    def required_text(self) -> str:
+        return " or ".join("+".join(n for n in LAYER_ORDER if n in level) for level in self.require)
+
+
+@dataclass(frozen=True)
+class CourseSettings:
+    sandbox: SandboxSettings = field(default_factory=SandboxSettings)
+
+
+def _sandbox(table: object, where: str) -> SandboxSettings:
+    if not isinstance(table, dict):
+        raise SettingsError(f"{where}: [sandbox] must be a table")
+    unknown = sorted(set(table) - {"require", "uid_range"})
+    if unknown:
+        raise SettingsError(f"{where}: unknown [sandbox] key(s) {', '.join(unknown)} (known: require, uid_range)")
+    defaults = SandboxSettings()
+    require = defaults.require
+    if "require" in table:
+        value = table["require"]
+        if not isinstance(value, list) or not value or not all(isinstance(v, str) for v in value):
+            raise SettingsError(f"{where}: sandbox.require must be a non-empty list of levels (strings)")
+        require = tuple(parse_level(v, f"{where}: sandbox.require") for v in value)
+    uid_range = defaults.uid_range
+    if "uid_range" in table:
+        value = table["uid_range"]
+        if not (isinstance(value, list) and len(value) == 2 and all(type(v) is int for v in value)
+                and 1000 <= value[0] <= value[1] < 2**31):
+            raise SettingsError(f"{where}: sandbox.uid_range must be [first, last] with 1000 <= first <= last "
+                                f"(unprivileged uids), got {value!r}")
+        uid_range = (value[0], value[1])
+    return SandboxSettings(require=require, uid_range=uid_range)
+
+
+def load_settings(course_root: Path) -> CourseSettings:
+    """The course's settings (defaults when it has no course.toml)."""
+    path = Path(course_root) / SETTINGS_FILE
+    if not path.is_file():
+        return CourseSettings()
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise SettingsError(f"{path}: not valid TOML: {exc}") from exc
+    unknown = sorted(set(data) - {"sandbox"})
+    if unknown:
+        raise SettingsError(f"{path}: unknown table(s) {', '.join(unknown)} (known: sandbox)")
+    return CourseSettings(sandbox=_sandbox(data.get("sandbox", {}), str(path)))

@@ -1,0 +1,111 @@
+"""The pytest side of the grader (registered as the `grade` pytest11 plugin).
+
+It gives every test a `check` fixture (see grader.harness.testing). Under `grade
+check`/`grade submit` the engine puts a sandboxed GradingContext in the
+config; under plain `pytest` the context is built here, importing the
+workspace next to the tests (the stubs, a student's work, or the reference
+when run from reference/<id>/tests), so the same tests run both ways.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+from pathlib import Path
+
+import pytest
+
+from grader.core.manifest import load_manifest
+from grader.harness.diagnose import load_reference
+from grader.harness.testing import Check, GradingContext, Pending
+
+CONTEXT_KEY = pytest.StashKey[GradingContext]()
+CHECK_KEY = pytest.StashKey[Check]()
+SEED_ENV = "GRADE_SEED"
+WORKSPACE_ENV = "GRADE_WORKSPACE"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("grade", "attention course grader")
+    group.addoption("--grade-workspace", default=None,
+                    help="folder with the files to test (default: the assignment next to the tests)")
+    group.addoption("--grade-seed", type=int, default=None, help="seed for the test inputs")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "task(id): the assignment task this test belongs to")
+
+
+def _assignment_of(path: Path) -> tuple[Path, str, bool] | None:
+    """(course root, assignment id, hidden?) for a test file in assignments/ or reference/."""
+    for folder in path.resolve().parents:
+        if folder.parent.name in ("assignments", "reference"):
+            course = folder.parent.parent
+            if (course / "assignments" / folder.name / "assignment.toml").is_file():
+                return course, folder.name, folder.parent.name == "reference"
+    return None
+
+
+def _seed(config: pytest.Config) -> int:
+    seed = config.getoption("--grade-seed")
+    if seed is None and os.environ.get(SEED_ENV):
+        seed = int(os.environ[SEED_ENV])
+    if seed is None:
+        seed = random.SystemRandom().randrange(1, 2**31)
+        config.option.grade_seed = seed
+    return seed
+
+
+def _in_process_context(request: pytest.FixtureRequest) -> GradingContext:
+    import torch
+
+    from grader.harness.runners import InProcessRunner
+
+    cache_key = f"_grade_ctx_{request.node.path.parent}"
+    cached = getattr(request.config, cache_key, None)
+    if cached is not None:
+        return cached
+    found = _assignment_of(request.node.path)
+    if found is None:
+        raise pytest.UsageError(f"{request.node.path} is not inside assignments/<id>/ or "
+                                f"reference/<id>/ of a course")
+    course, assignment_id, hidden = found
+    manifest = load_manifest(course / "assignments" / assignment_id / "assignment.toml")
+    explicit = request.config.getoption("--grade-workspace") or os.environ.get(WORKSPACE_ENV)
+    default = course / ("reference" if hidden else "assignments") / assignment_id
+    workspace = Path(explicit) if explicit else default
+    reference, mutants = load_reference(course, assignment_id, manifest.files)
+    context = GradingContext(
+        runner=InProcessRunner(workspace, manifest.files), manifest=manifest,
+        reference=reference, mutants=mutants, seed=_seed(request.config),
+        device="cuda" if torch.cuda.is_available() else "cpu", hidden=hidden)
+    setattr(request.config, cache_key, context)
+    return context
+
+
+@pytest.fixture
+def check(request: pytest.FixtureRequest) -> Check:
+    """Calls the student's functions and judges them (see grader.harness.testing.Check)."""
+    context = request.config.stash.get(CONTEXT_KEY, None) or _in_process_context(request)
+    marker = request.node.get_closest_marker("task")
+    task_id = marker.args[0] if marker and marker.args else None
+    helper = Check(context, request.node.nodeid, task_id)
+    request.node.stash[CHECK_KEY] = helper
+    return helper
+
+
+def pytest_report_header(config: pytest.Config) -> str | None:
+    seed = config.getoption("--grade-seed", default=None) or os.environ.get(SEED_ENV)
+    return f"grade: input seed {seed}" if seed else None
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
+    outcome = yield
+    report = outcome.get_result()
+    if call.excinfo is not None and call.excinfo.errisinstance(Pending):
+        report.outcome = "skipped"
+        report.longrepr = (str(item.path), item.location[1], f"pending: {call.excinfo.value}")
+    helper = item.stash.get(CHECK_KEY, None)
+    if helper is not None and report.when == "call":
+        report.user_properties.append(("grade", dict(helper.record)))

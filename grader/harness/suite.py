@@ -1,0 +1,113 @@
+"""Run a pytest suite in the trusted process and collect TestOutcomes.
+
+The suite's tests call student code only through the `check` fixture, whose
+runner is the sandbox. Failure text is built from the exception message the
+test raised, never from pytest's traceback, so hidden test source and inputs
+never reach a student.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+from pathlib import Path
+
+import pytest
+
+from grader.core.errors import GraderError
+from grader.core.records import FAILED, PASSED, PENDING, TestOutcome
+from grader.harness.pytest_plugin import CONTEXT_KEY
+from grader.harness.testing import GradingContext, Pending, StudentProblem
+
+
+class _Collector:
+    """A pytest plugin object: installs the context, maps tests to tasks, records results."""
+
+    def __init__(self, context: GradingContext, visibility: str, only_task: str | None):
+        self.context = context
+        self.visibility = visibility
+        self.only_task = only_task
+        self.tasks: dict[str, str | None] = {}
+        self.outcomes: list[TestOutcome] = []
+        self.collection_errors: list[str] = []
+        self._failures: dict[str, tuple[str, str]] = {}
+        self._recorded_failures: set[str] = set()
+
+    def pytest_configure(self, config: pytest.Config) -> None:
+        config.stash[CONTEXT_KEY] = self.context
+
+    def pytest_collection_modifyitems(self, config, items: list[pytest.Item]) -> None:
+        keep = []
+        for item in items:
+            marker = item.get_closest_marker("task")
+            task = marker.args[0] if marker and marker.args else None
+            self.tasks[item.nodeid] = task
+            if self.only_task is None or task == self.only_task:
+                keep.append(item)
+        items[:] = keep
+
+    def pytest_collectreport(self, report) -> None:
+        if report.failed:
+            self.collection_errors.append(f"{report.nodeid}: could not be collected")
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo):
+        yield
+        if call.excinfo is None or call.when == "teardown" and item.nodeid in self._failures:
+            return
+        exc = call.excinfo.value
+        if isinstance(exc, Pending):
+            return
+        if isinstance(exc, StudentProblem):
+            self._failures[item.nodeid] = (exc.kind, str(exc))
+        elif isinstance(exc, AssertionError):
+            self._failures[item.nodeid] = ("wrong", str(exc) or "the result is not what the "
+                                                               "task asks for")
+        elif isinstance(exc, pytest.skip.Exception):
+            return
+        else:
+            self._failures[item.nodeid] = (
+                "test_error", f"the test could not use your result: {type(exc).__name__}: "
+                              f"{str(exc)[:300]} (check the return type and shape)")
+
+    def pytest_runtest_logreport(self, report) -> None:
+        record = dict(next((v for k, v in report.user_properties if k == "grade"), {}))
+        # unique across files: two files may both have a test_float64
+        path, _, test = report.nodeid.partition("::")
+        name = f"{Path(path).stem}::{test}"
+        task = self.tasks.get(report.nodeid)
+        base = dict(name=name, task=task, visibility=self.visibility,
+                    diagnosis=record.get("diagnosis"), measured=record.get("measured", ""),
+                    heatmap=record.get("heatmap"), output=record.get("output", ""),
+                    detail={k: v for k, v in record.items() if k in ("timing", "detail")})
+        if report.when == "call" and report.passed:
+            fraction = record.get("fraction", 1.0)
+            self.outcomes.append(TestOutcome(status=PASSED, fraction=fraction,
+                                             duration_s=report.duration, **base))
+        elif report.skipped and report.when in ("setup", "call"):
+            reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+            reason = reason.removeprefix("Skipped: ").removeprefix("pending: ")
+            self.outcomes.append(TestOutcome(status=PENDING, kind="not_run", message=reason, **base))
+        elif report.failed and report.nodeid not in self._recorded_failures:
+            self._recorded_failures.add(report.nodeid)
+            kind, message = self._failures.get(
+                report.nodeid, ("test_error", f"the test failed during {report.when}"))
+            self.outcomes.append(TestOutcome(status=FAILED, kind=kind, message=message,
+                                             duration_s=report.duration, **base))
+
+
+def run_suite(tests_dir: Path, context: GradingContext, *, visibility: str = "hidden",
+              only_task: str | None = None) -> tuple[list[TestOutcome], list[str]]:
+    """Outcomes of every test under `tests_dir`, and any collection errors."""
+    collector = _Collector(context, visibility, only_task)
+    # no:unraisableexception: its cleanup runs gc.collect() five times, ~0.3 s each in a
+    # process holding torch and the reference; grading never needs its warnings.
+    args = [str(tests_dir), "-p", "no:cacheprovider", "-p", "no:terminal", "-p", "no:unraisableexception",
+            "--import-mode=importlib", "--noconftest", "-o", "addopts=",
+            "--rootdir", str(tests_dir), "-W", "ignore::DeprecationWarning"]
+    sink = io.StringIO()
+    with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink):
+        code = pytest.main(args, plugins=[collector])
+    if code in (pytest.ExitCode.INTERNAL_ERROR, pytest.ExitCode.USAGE_ERROR):
+        raise GraderError(f"the test suite {tests_dir} could not run: {sink.getvalue()[-500:]}")
+    return collector.outcomes, collector.collection_errors

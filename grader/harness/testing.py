@@ -1,0 +1,356 @@
+"""What hidden and public tests use: the `check` fixture's object.
+
+A test asks for `check` and calls the student's functions through it:
+
+    @pytest.mark.task("scaled_dot_product_attention")
+    def test_cross_attention(check):
+        q, k, v = check.randn(2, 3, 8), check.randn(2, 5, 8), check.randn(2, 5, 4)
+        check.close("scaled_dot_product_attention", q, k, v, heatmap=1)
+
+`check.close` calls the student (in the sandbox) and the reference (here, in
+the trusted process), compares with dtype-aware tolerances and, when they
+differ, runs the misconception catalogue and fails with a message that says
+what is wrong, where, and which lecture section explains it.
+"""
+
+from __future__ import annotations
+
+import zlib
+from dataclasses import dataclass, field
+
+import torch
+
+from grader.core.manifest import Manifest
+from grader.core.tolerances import tolerance_for
+from grader.harness import degenerate
+from grader.harness.diagnose import Mutant, describe_difference, diagnose, outputs_match
+from grader.sandbox.client import CallResult
+from grader.sandbox.facts import CallFacts
+
+HEATMAP_SIZE = 16  # largest slice of a weight matrix shown in a report
+
+
+class StudentProblem(AssertionError):
+    """The student's code did not produce a value: it raised, hung, crashed..."""
+
+    def __init__(self, kind: str, message: str):
+        super().__init__(message)
+        self.kind = kind  # raised | not_implemented | missing | import_failed | timeout |
+        #                   crashed | unsupported | budget | forbidden | degenerate
+
+
+class Pending(Exception):
+    """This test cannot be judged here (e.g. timing without a GPU): neither pass nor fail."""
+
+
+@dataclass
+class GradingContext:
+    """Everything a test needs that is the same for the whole run."""
+
+    runner: object  # SandboxRunner or InProcessRunner
+    manifest: Manifest | None
+    reference: dict  # function name → trusted reference function
+    mutants: list[Mutant] = field(default_factory=list)
+    seed: int = 0
+    device: str = "cpu"
+    hidden: bool = False
+    timing_device: str | None = None  # where kernels are timed: "cuda", "cpu" (demonstrations), or nowhere
+
+
+class _Namespace:
+    def __init__(self, functions: dict):
+        self._functions = functions
+
+    def __getattr__(self, name: str):
+        try:
+            return self._functions[name]
+        except KeyError:
+            raise AttributeError(f"the reference has no function {name!r}") from None
+
+
+class _StudentFunctions:
+    def __init__(self, check: Check):
+        self._check = check
+
+    def __getattr__(self, name: str):
+        return lambda *args, **kwargs: self._check.call(name, *args, **kwargs)
+
+
+class Check:
+    """Per-test helper. `record` collects evidence the report shows."""
+
+    def __init__(self, context: GradingContext, nodeid: str, task_id: str | None):
+        self.context = context
+        self.task_id = task_id
+        self.seed = context.seed
+        self.device = context.device
+        self.gen = torch.Generator().manual_seed((context.seed ^ zlib.crc32(nodeid.encode())) & 0x7FFFFFFF)
+        self.record: dict = {}
+        self.student = _StudentFunctions(self)
+        self.reference = _Namespace(context.reference)
+
+    # ---------------------------------------------------------------- inputs
+    def randn(self, *shape: int, dtype: torch.dtype = torch.float32, scale: float = 1.0,
+              device: str | None = None) -> torch.Tensor:
+        """Standard normal values from this test's seeded generator."""
+        values = torch.randn(*shape, generator=self.gen, dtype=torch.float64) * scale
+        return values.to(dtype=dtype, device=device or self.device)
+
+    def randint(self, low: int, high: int, shape: tuple[int, ...]) -> torch.Tensor:
+        return torch.randint(low, high, shape, generator=self.gen)
+
+    def rand_bool(self, *shape: int, p: float = 0.5) -> torch.Tensor:
+        return torch.rand(*shape, generator=self.gen) < p
+
+    # ------------------------------------------------------------ sections
+    def section_for(self, name: str) -> str:
+        manifest = self.context.manifest
+        task = manifest.task_for_function(name) if manifest else None
+        return task.section_text if task else ""
+
+    def _forbidden_for(self, name: str) -> tuple[str, ...]:
+        manifest = self.context.manifest
+        task = manifest.task_for_function(name) if manifest else None
+        return task.forbidden if task else ()
+
+    # ---------------------------------------------------------------- calls
+    def call_with_facts(self, name: str, *args, fresh_worker: bool = False,
+                        track_tensors: bool = True, timeout_s: float | None = None,
+                        **kwargs) -> tuple[object, CallFacts]:
+        """Call the student's `name`; return its value and what the call did."""
+        result: CallResult = self.context.runner.call(
+            name, args, kwargs, forbidden=self._forbidden_for(name), track_tensors=track_tensors,
+            device=self.device, fresh=fresh_worker, timeout_s=timeout_s)
+        if result.output:
+            self.record.setdefault("output", "")
+            self.record["output"] = (self.record["output"] + result.output)[-4000:]
+        self._raise_for(name, result)
+        if result.facts.forbidden_calls:
+            groups = ", ".join(result.facts.forbidden_calls)
+            raise StudentProblem(
+                "forbidden",
+                f"{name} called a forbidden API ({groups}). This task asks you to write that "
+                f"part yourself, so it earns 0 until the call is removed "
+                f"({self.section_for(name)}).")
+        if result.facts.mutated_inputs:
+            raise StudentProblem(
+                "wrong", f"{name} changed its input in place ({', '.join(result.facts.mutated_inputs)}); "
+                         f"callers still need their tensors: compute into new tensors instead "
+                         f"(e.g. x * 2, not x.mul_(2)).")
+        self._refuse_degenerate(name, result.value, args, kwargs)
+        return result.value, result.facts
+
+    def _refuse_degenerate(self, name: str, value, args: tuple, kwargs: dict) -> None:
+        """Fail a call that returned zeros, a constant, NaN or an input unchanged where the
+        trusted reference does not (grader.harness.degenerate); free for an ordinary output."""
+        found = degenerate.suspicions(value, args, kwargs)
+        reference = self.context.reference.get(name)
+        if not found or reference is None:
+            return
+        try:
+            expected = reference(*args, **kwargs)
+        except Exception:  # the reference cannot judge these inputs here: leave it to the test
+            return
+        suspicion = degenerate.unexplained(found, expected, args, kwargs)
+        if suspicion is None:
+            return
+        text = degenerate.message(name, suspicion, self.section_for(name))
+        self.record["measured"] = suspicion.detail
+        found_mutant = diagnose(self.context.mutants, name, args, kwargs, value) if self.context.mutants else None
+        if found_mutant is not None:
+            self.record["diagnosis"] = found_mutant.to_dict()
+            text += (f"\nLikely cause: {found_mutant.title}. {found_mutant.explanation} "
+                     f"(lecture {found_mutant.section}).")
+        raise StudentProblem("degenerate", text)
+
+    def call(self, name: str, *args, **kwargs):
+        """Call the student's `name`; its value, or a failure that explains what went wrong."""
+        value, _ = self.call_with_facts(name, *args, track_tensors=False, **kwargs)
+        return value
+
+    def _raise_for(self, name: str, result: CallResult) -> None:
+        section = self.section_for(name)
+        error = result.error or {}
+        where = ""
+        if error.get("frames"):
+            where = "\n  " + "\n  ".join(error["frames"][-3:])
+        if result.status == "ok":
+            return
+        if result.status == "raised" and error.get("not_implemented"):
+            raise StudentProblem("not_implemented",
+                                 f"{name} is not implemented yet (it raises NotImplementedError). "
+                                 f"Write it following its docstring"
+                                 + (f" ({section})." if section else "."))
+        if result.status == "raised":
+            raise StudentProblem("raised", f"{name} raised {error.get('type')}: "
+                                           f"{error.get('message')}{where}")
+        if result.status == "missing":
+            raise StudentProblem("missing", f"no function named {name} was found in your files: "
+                                            f"check its spelling and that it is at module level.")
+        if result.status == "import_failed":
+            raise StudentProblem("import_failed",
+                                 f"your module {result.detail} could not be imported, so {name} "
+                                 f"could not run: {error.get('type')}: {error.get('message')}{where}")
+        if result.status == "timeout":
+            raise StudentProblem("timeout", f"{name} did not finish: it {result.detail}. Look for "
+                                            f"an endless loop or work that grows too fast.")
+        if result.status == "crashed":
+            raise StudentProblem("crashed", f"calling {name} ended the process: it {result.detail}.")
+        if result.status == "unsupported":
+            raise StudentProblem("unsupported", f"{name} returned something that is not a tensor "
+                                                f"or a tuple of tensors: {result.detail}.")
+        if result.status == "budget":
+            raise StudentProblem("budget", f"{name} was not run: {result.detail}.")
+        raise StudentProblem("crashed", f"{name}: {result.status} {result.detail}")
+
+    # ------------------------------------------------------------ judging
+    def expect(self, condition: bool, message: str, section: str = "") -> None:
+        """A property check with a teaching message."""
+        if not condition:
+            raise AssertionError(f"{message} ({section})" if section else message)
+
+    def close(self, name: str, *args, expected=None, rtol: float | None = None,
+              atol: float | None = None, heatmap: int | bool | None = None,
+              region: torch.Tensor | None = None, **kwargs):
+        """Student's `name(*args, **kwargs)` must match the reference (or `expected`).
+
+        Every other keyword (a `mask=` included) goes to both functions; `region` is a
+        bool tensor of the output's shape that says which part counts as "allowed" when
+        a difference is described."""
+        actual = self.call(name, *args, **kwargs)  # fails if the call changed its inputs
+        if expected is None:
+            expected = self.context.reference[name](*args, **kwargs)
+        self.compare(actual, expected, what=name, rtol=rtol, atol=atol, heatmap=heatmap,
+                     diagnose_with=(name, args, kwargs), region=region)
+        return actual
+
+    def compare(self, actual, expected, *, what: str, rtol: float | None = None,
+                atol: float | None = None, heatmap: int | bool | None = None,
+                diagnose_with: tuple | None = None, region: torch.Tensor | None = None,
+                section: str | None = None) -> None:
+        """Compare structure, shape, dtype, device and values; explain any difference."""
+        section = section if section is not None else self.section_for(what)
+        problem = self._difference(actual, expected, rtol, atol, region)
+        if heatmap is not None and heatmap is not False:
+            self._attach_heatmap(actual, expected, heatmap)
+        if problem is None:
+            return
+        found = None
+        if diagnose_with is not None and self.context.mutants:
+            name, args, kwargs = diagnose_with
+            found = diagnose(self.context.mutants, name, args, kwargs, actual, rtol, atol)
+        message = f"{what}: {problem}."
+        if found is not None:
+            self.record["diagnosis"] = found.to_dict()
+            message += (f"\nLikely cause: {found.title}. {found.explanation} "
+                        f"(lecture {found.section}).")
+        elif section:
+            message += f"\nSee lecture {section}."
+        self.record["measured"] = problem
+        raise AssertionError(message)
+
+    def _difference(self, actual, expected, rtol, atol, region) -> str | None:
+        if isinstance(expected, (tuple, list)):
+            if not isinstance(actual, (tuple, list)):
+                return (f"expected a tuple of {len(expected)} values, got "
+                        f"{type(actual).__name__}")
+            if len(actual) != len(expected):
+                return f"expected {len(expected)} values, got {len(actual)}"
+            for i, (a, e) in enumerate(zip(actual, expected, strict=True)):
+                problem = self._difference(a, e, rtol, atol, region)
+                if problem is not None:
+                    return f"item {i} of the result: {problem}"
+            return None
+        if isinstance(expected, torch.Tensor):
+            if not isinstance(actual, torch.Tensor):
+                return f"expected a tensor, got {type(actual).__name__}"
+            if actual.shape != expected.shape:
+                return (f"shape {tuple(actual.shape)} but expected {tuple(expected.shape)} "
+                        f"(check which dimensions you reduce, transpose or broadcast)")
+            if actual.dtype != expected.dtype:
+                return f"dtype {actual.dtype} but expected {expected.dtype} (keep the input's dtype)"
+            if actual.device.type != expected.device.type:
+                return f"on device {actual.device} but expected {expected.device}"
+            if expected.dtype == torch.bool:
+                if torch.equal(actual.cpu(), expected.cpu()):
+                    return None
+                wrong = int((actual.cpu() != expected.cpu()).sum())
+                return f"{wrong} of {expected.numel()} entries differ; " + describe_difference(
+                    actual.float(), expected.float(), region)
+            r, a = tolerance_for(expected.dtype)
+            r, a = (rtol if rtol is not None else r), (atol if atol is not None else a)
+            if outputs_match(actual, expected, r, a):
+                return None
+            return describe_difference(actual, expected, region) + f" (rtol={r:g}, atol={a:g})"
+        if isinstance(expected, (int, float)):
+            if not isinstance(actual, (int, float)) or isinstance(actual, bool):
+                return f"expected a number, got {type(actual).__name__}"
+            r = rtol if rtol is not None else 1e-9
+            if abs(actual - expected) <= (atol or 0.0) + r * abs(expected):
+                return None
+            return f"got {actual!r}, expected {expected!r}"
+        if actual != expected:
+            return f"got {actual!r}, expected {expected!r}"
+        return None
+
+    def _attach_heatmap(self, actual, expected, which) -> None:
+        def pick(value):
+            if isinstance(which, bool):
+                return value
+            return value[which] if isinstance(value, (tuple, list)) and len(value) > which else None
+
+        a, e = pick(actual), pick(expected)
+        if not (isinstance(a, torch.Tensor) and isinstance(e, torch.Tensor)) or a.dim() < 2:
+            return
+        if a.shape != e.shape:
+            return
+        a2 = a.detach().reshape(-1, a.shape[-2], a.shape[-1])[0].float().cpu()  # (Lq, Lk)
+        e2 = e.detach().reshape(-1, e.shape[-2], e.shape[-1])[0].float().cpu()  # (Lq, Lk)
+        a2, e2 = a2[:HEATMAP_SIZE, :HEATMAP_SIZE], e2[:HEATMAP_SIZE, :HEATMAP_SIZE]
+        self.record["heatmap"] = {"student": a2.tolist(), "reference": e2.tolist()}
+
+    # -------------------------------------------------------------- timing
+    def time_against(self, name: str, reference_fn, case) -> None:
+        """Time the student's `name` against `reference_fn` on `case` (a grader.harness.timing.TimingCase).
+
+        Pending without a timing device. The ratio comes from the trusted wall clock
+        (grader.harness.timing); a kernel whose timed outputs do not match earns no speed credit."""
+        from grader.core.scoring import speed_fraction
+        from grader.harness.timing import TimingFailed, compare_speed
+
+        device = self.context.timing_device
+        if device is None:
+            self.pending("not timed: no CUDA device")
+        try:
+            result = compare_speed(self.context.runner, name, reference_fn, case, device=device,
+                                   seed=self.gen.initial_seed())
+        except TimingFailed as exc:
+            raise StudentProblem("raised", f"{name} could not be timed: {exc}") from None
+        section = self.section_for(name) or "§24"
+        timing = {**result.to_dict(), "cpu_timed": device == "cpu"}
+        if case.flops:
+            timing["student_tflops"] = case.flops / (result.student.median_ms * 1e-3) / 1e12
+            timing["reference_tflops"] = case.flops / (result.reference.median_ms * 1e-3) / 1e12
+        if not result.verified:
+            timing["fraction"] = 0.0
+            self.record["timing"] = timing
+            raise AssertionError(f"{name}: the outputs of the timed calls do not match the reference "
+                                 f"({result.problems[0]}), so the timing earns no speed credit: every timed "
+                                 f"call must compute its whole output from its own inputs ({section}).")
+        thresholds = self.context.manifest.task(self.task_id).speed if self.context.manifest else ()
+        fraction = speed_fraction(thresholds, result.ratio)
+        timing["fraction"] = fraction
+        self.record["timing"] = timing
+        where = "CPU-timed, " if device == "cpu" else ""
+        rate = f", {timing['student_tflops']:.1f} TFLOP/s" if case.flops and device != "cpu" else ""
+        self.award(fraction, f"{result.ratio:.2f}× the reference time ({where}{result.student.median_ms:.3f} ms "
+                             f"vs {result.reference.median_ms:.3f} ms per call by the grader's clock{rate})")
+
+    def award(self, fraction: float, detail: str) -> None:
+        """Partial credit for this test (timing): 0 ≤ fraction ≤ 1."""
+        self.record["fraction"] = max(0.0, min(1.0, float(fraction)))
+        self.record["detail"] = detail
+
+    def pending(self, reason: str) -> None:
+        """Stop here: this test cannot be judged on this machine."""
+        raise Pending(reason)

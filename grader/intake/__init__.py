@@ -1,0 +1,1 @@
+"""A hand-in becomes a Submission and its static findings."""

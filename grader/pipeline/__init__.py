@@ -1,0 +1,1 @@
+"""Orchestration: one grade, a batch, validation, and the sandbox policy."""

@@ -1,0 +1,473 @@
+"""Grade a class: one folder of submissions, graded in parallel, resumable.
+
+Every entry of the submissions folder is one student: a folder, a `.zip` or
+an `.ipynb`, named by the student's id (the stem). An optional
+`timestamps.csv` (`student,submitted_at`) gives submission times for the
+late policy; without it submissions are undated (never late).
+
+Why the work is split this way:
+- A *job* (open_submission + grade, and the student's HTML report) runs in a
+  pool worker and returns plain data: the GradeResult as a dict, or an error
+  string. Workers never touch the gradebook; the parent alone records, so the
+  gradebook module stays the only writer and SQLite sees one writer.
+- Workers are reused across jobs (no `max_tasks_per_child`): the trusted
+  process imports torch, pytest and the reference once per worker, not once
+  per student. Each student still gets a fresh sandbox worker (grade() starts
+  it), so reuse never mixes students' code.
+- Parallelism sits behind one small interface, `Executor.submit(job) ->
+  Future[JobResult]`. `LocalProcessExecutor` uses a process pool on this
+  machine; a distributed engine only has to run `run_job` elsewhere (jobs
+  carry paths, so it needs the submissions folder on shared storage).
+- Resumable by construction: before grading, the parent hashes each entry
+  (load_submission is cheap) and skips (student, assignment, sha256) already
+  in the gradebook. A killed batch continues where it stopped; a rerun over
+  the same files grades nothing and duplicates nothing.
+- A submission that breaks the grader's assumptions (bad zip, unreadable
+  notebook, an exception inside the grader) is stored with
+  `Gradebook.record_error` and the batch goes on. Errors are retried on the
+  next run, so a fixed grader picks them up.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import multiprocessing
+import os
+import stat
+import sys
+import time
+import traceback
+import warnings
+from collections import deque
+from collections.abc import Callable
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Protocol
+
+from grader.core.course import Course
+from grader.core.errors import ClassDataError, GradebookError, GraderError, SubmissionError
+from grader.core.manifest import load_manifest
+from grader.core.student_ids import check_student_id
+from grader.core.text import one_line, printable, storable
+from grader.intake.submission import Submission, load_submission
+from grader.pipeline.policy import require_sandbox
+from grader.storage.gradebook import Gradebook
+from grader.storage.roster import read_timestamps
+
+TIMESTAMPS_FILE = "timestamps.csv"
+SUBMISSION_SUFFIXES = (".zip", ".ipynb")
+DEFAULT_JOBS = min(os.cpu_count() or 1, 8)  # each job is two processes: trusted worker + sandbox
+MAX_POOL_RESTARTS = 2  # a job that kills its pool worker this often is recorded as an error
+
+
+# --------------------------------------------------------------------------- jobs
+@dataclass(frozen=True)
+class GradingJob:
+    """One student's submission, as a pool worker (or a remote one) needs it."""
+
+    course_root: str
+    assignment_id: str
+    path: str  # the folder, .zip or .ipynb
+    student: str
+    submitted_at: str | None = None  # ISO 8601 with a zone
+    report_path: str | None = None  # where the worker writes the student's HTML report
+    seed: int | None = None
+    allow_weak_sandbox: bool = False  # grade below the course's required sandbox level (recorded)
+    protected: tuple[str, ...] = ()  # paths the worker must not read (the gradebook, say)
+
+
+@dataclass(frozen=True)
+class JobResult:
+    """What comes back: a GradeResult as a dict (JSON-able), or why there is none."""
+
+    student: str
+    result: dict | None = None
+    error: str | None = None
+    worker_s: float = 0.0
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, GraderError):
+        return f"{type(exc).__name__}: {exc}"
+    frame = traceback.extract_tb(exc.__traceback__)[-1:] if exc.__traceback__ else []
+    where = f" (at {Path(frame[0].filename).name}:{frame[0].lineno})" if frame else ""
+    return f"grader error: {type(exc).__name__}: {str(exc)[:300]}{where}"
+
+
+def run_job(job: GradingJob) -> JobResult:
+    """Grade one submission (in whatever process runs it). Never raises."""
+    started = time.perf_counter()
+    try:
+        from grader.pipeline.grading import grade, open_submission
+
+        warnings.simplefilter("ignore")  # nbformat's notes on old notebooks would flood the terminal
+        course = Course(Path(job.course_root))
+        when = datetime.fromisoformat(job.submitted_at) if job.submitted_at else None
+        submission = open_submission(course, job.assignment_id, job.path, student=job.student,
+                                     submitted_at=when)
+        result = grade(course, job.assignment_id, submission, mode="submit", seed=job.seed,
+                       allow_weak_sandbox=job.allow_weak_sandbox, protected=tuple(job.protected))
+        if job.report_path:
+            from grader.render.report import write_html
+
+            write_html(result, job.report_path, course.templates_dir)
+        return JobResult(job.student, result=result.to_dict(),
+                         worker_s=time.perf_counter() - started)
+    except Exception as exc:  # anything here is the grader's problem, recorded per student
+        return JobResult(job.student, error=_describe(exc), worker_s=time.perf_counter() - started)
+
+
+def _warm_worker(course_root: str, assignment_id: str) -> None:
+    """Pool initializer: pay the imports (torch, pytest, reference) once per worker."""
+    try:
+        import grader.pipeline.grading  # noqa: F401  (imports torch)
+        import grader.render.report  # noqa: F401
+        from grader.harness.diagnose import load_reference
+
+        manifest = load_manifest(Path(course_root) / "assignments" / assignment_id / "assignment.toml")
+        load_reference(Path(course_root), assignment_id, manifest.files)
+    except Exception:  # a broken reference shows up per job, with its message
+        pass
+
+
+# ---------------------------------------------------------------------- executors
+class Executor(Protocol):
+    """Where jobs run. Replace LocalProcessExecutor to grade on other machines.
+
+    A future that fails with BrokenProcessPool means the workers died: the batch
+    then calls the executor's optional `restart()` and resubmits the jobs in flight.
+    """
+
+    def submit(self, job: GradingJob) -> Future[JobResult]: ...
+
+    def shutdown(self, cancel: bool = False) -> None: ...
+
+
+class LocalProcessExecutor:
+    """A pool of reused worker processes on this machine (started on first use).
+
+    The pool uses the forkserver start method on Linux (spawn elsewhere): the
+    parent runs a progress thread and holds a SQLite connection, and forking
+    a threaded process is unsafe.
+    """
+
+    def __init__(self, jobs: int = 1, *, course_root: str | None = None,
+                 assignment_id: str | None = None):
+        self.jobs = max(1, int(jobs))
+        self._initargs = (course_root, assignment_id) if course_root and assignment_id else None
+        self._pool: ProcessPoolExecutor | None = None
+
+    def _start(self) -> ProcessPoolExecutor:
+        method = "forkserver" if sys.platform.startswith("linux") else "spawn"
+        kwargs = {"initializer": _warm_worker, "initargs": self._initargs} if self._initargs else {}
+        return ProcessPoolExecutor(max_workers=self.jobs, mp_context=multiprocessing.get_context(method),
+                                   **kwargs)
+
+    def submit(self, job: GradingJob) -> Future[JobResult]:
+        if self._pool is None:
+            self._pool = self._start()
+        return self._pool.submit(run_job, job)
+
+    def restart(self) -> None:
+        """After a worker died (BrokenProcessPool): a fresh pool for the remaining jobs."""
+        self.shutdown(cancel=True)
+
+    def shutdown(self, cancel: bool = False) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=cancel)
+            self._pool = None
+
+
+# ------------------------------------------------------------------------ batches
+@dataclass(frozen=True)
+class Entry:
+    student: str  # the entry's name (a folder's name, a file's stem): the student id when valid
+    path: Path
+    problem: str | None = None  # why this entry cannot be graded (recorded as its error)
+
+
+@dataclass
+class BatchSummary:
+    assignment_id: str
+    total: int = 0
+    graded: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)  # already graded with the same files
+    errors: dict[str, str] = field(default_factory=dict)
+    ignored: list[str] = field(default_factory=list)  # entries that are not submissions
+    scores: dict[str, float] = field(default_factory=dict)
+    max_points: float = 0.0
+    elapsed_s: float = 0.0
+    worker_s: float = 0.0  # sum of the jobs' own durations
+
+    @property
+    def mean_score(self) -> float | None:
+        return sum(self.scores.values()) / len(self.scores) if self.scores else None
+
+
+def discover(directory: str | Path, *, strict: bool = True) -> tuple[list[Entry], list[str]]:
+    """The submissions in `directory` (student id = the entry's stem), and ignored names.
+
+    Entries are looked at without following links. An entry that cannot be
+    graded (a name that is not a valid student id, a symbolic link, something
+    that is not a regular file or folder, two entries for one student) raises
+    ClassDataError when `strict`; otherwise it is returned with its `problem`
+    set, so a batch records it as that entry's error and goes on.
+    """
+    directory = Path(directory)
+    if not directory.is_dir():
+        raise SubmissionError(f"{directory} is not a folder of submissions")
+    entries: list[Entry] = []
+    ignored: list[str] = []
+    for item in sorted(directory.iterdir()):
+        if item.name.startswith((".", "_")) or item.name == TIMESTAMPS_FILE:
+            continue
+        try:
+            mode = os.lstat(item).st_mode
+        except OSError as exc:
+            entries.append(Entry(item.stem, item, f"SubmissionError: cannot read {printable(item.name)}: "
+                                                  f"{exc.strerror}"))
+            continue
+        submission_file = item.suffix in SUBMISSION_SUFFIXES
+        student = item.name if stat.S_ISDIR(mode) else item.stem
+        problem = None
+        if stat.S_ISLNK(mode):
+            if not submission_file and not item.is_dir():
+                ignored.append(item.name)
+                continue
+            problem = (f"SubmissionError: {item.name} is a symbolic link; batch entries must be real "
+                       f"folders or files (copy the files in)")
+        elif not stat.S_ISDIR(mode):
+            if not submission_file:
+                ignored.append(item.name)
+                continue
+            if not stat.S_ISREG(mode):
+                problem = f"SubmissionError: {item.name} is not a regular file; hand in a folder, a .zip or an .ipynb"
+        if problem is None:
+            try:
+                check_student_id(student, f"entry {item.name!r}", fix="rename the entry to the student's id")
+            except GraderError as exc:
+                problem = f"{type(exc).__name__}: {exc}"
+        entries.append(Entry(student, item, None if problem is None else one_line(problem, 1000)))
+    by_student: dict[str, list[Entry]] = {}
+    for entry in entries:
+        by_student.setdefault(entry.student, []).append(entry)
+    for student, same in by_student.items():
+        if len(same) > 1:
+            names = " and ".join(printable(e.path.name) for e in same)
+            message = f"student {student!r} has two submissions: {names}"
+            if strict:
+                raise ClassDataError(message)
+            entries = [Entry(e.student, e.path, f"ClassDataError: {message}; keep one and run the batch again")
+                       if e.student == student else e for e in entries]
+    if strict:
+        for entry in entries:
+            if entry.problem:
+                raise ClassDataError(entry.problem)
+    return entries, ignored
+
+
+HASHED_BYTES = 64 * 1024 * 1024  # of an unreadable entry, at most this much is hashed for its key
+HASHED_FILES = 10_000
+
+
+def _raw_sha256(path: Path) -> str:
+    """A key for a submission that could not be read (never raises, never follows links).
+
+    A file: the sha256 of its bytes; a folder: of each regular file's relative
+    path and bytes, in path order. At most HASHED_BYTES are read, in chunks,
+    and at most HASHED_FILES files; whatever cannot be read adds its error.
+    """
+    digest = hashlib.sha256()
+    budget = [HASHED_BYTES]
+
+    def add_file(item: Path) -> None:
+        try:
+            fd = os.open(item, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+        except OSError as exc:
+            digest.update(f"unreadable: {exc.errno}".encode())
+            return
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                digest.update(b"not a regular file")
+                return
+            while budget[0] > 0:
+                chunk = os.read(fd, min(1 << 20, budget[0]))
+                if not chunk:
+                    break
+                budget[0] -= len(chunk)
+                digest.update(chunk)
+        except OSError as exc:
+            digest.update(f"unreadable: {exc.errno}".encode())
+        finally:
+            os.close(fd)
+
+    try:
+        mode = os.lstat(path).st_mode
+        if stat.S_ISLNK(mode):
+            digest.update(b"link\0" + os.fsencode(os.readlink(path)))
+        elif not stat.S_ISDIR(mode):
+            add_file(path)
+        else:
+            found: list[tuple[tuple[str, ...], Path]] = []
+            folders, seen = [(path, ())], 0
+            while folders and seen <= HASHED_FILES:
+                folder, parts = folders.pop()
+                with os.scandir(folder) as listing:
+                    for entry in listing:  # lazily, so a folder of millions of files costs HASHED_FILES
+                        seen += 1
+                        if seen > HASHED_FILES:
+                            break
+                        if entry.is_dir(follow_symlinks=False):
+                            folders.append((Path(entry.path), (*parts, entry.name)))
+                        elif entry.is_file(follow_symlinks=False):
+                            found.append(((*parts, entry.name), Path(entry.path)))
+            for parts, item in sorted(found):
+                digest.update("/".join(parts).encode("utf-8", "surrogateescape") + b"\0")
+                add_file(item)
+    except (OSError, ValueError) as exc:
+        digest.update(f"unreadable: {type(exc).__name__}".encode())
+    return digest.hexdigest()
+
+
+ProgressCallback = Callable[[str, str, BatchSummary], None]  # (event, student, summary so far)
+
+
+def _noop(_event: str, _student: str, _summary: BatchSummary) -> None:
+    pass
+
+
+def run_batch(course: Course, assignment_id: str, submissions_dir: str | Path, gradebook: Gradebook, *,
+              jobs: int = 1, force: bool = False, executor: Executor | None = None,
+              write_reports: bool = True, progress: ProgressCallback = _noop,
+              allow_weak_sandbox: bool = False) -> BatchSummary:
+    """Grade every submission in `submissions_dir` not yet graded; record each result.
+
+    Raises SandboxRefused before grading anyone when this host cannot give the
+    course's required sandbox level (unless `allow_weak_sandbox`)."""
+    started = time.perf_counter()
+    manifest = load_manifest(course.assignment_dir(assignment_id) / "assignment.toml")
+    if not allow_weak_sandbox:
+        require_sandbox(course)
+    entries, ignored = discover(submissions_dir, strict=False)
+    stamps_path = Path(submissions_dir) / TIMESTAMPS_FILE
+    times = read_timestamps(stamps_path) if stamps_path.is_file() else {}
+    summary = BatchSummary(assignment_id, total=len(entries), ignored=ignored,
+                           max_points=manifest.max_points)
+
+    def load(entry: Entry) -> Submission:
+        with warnings.catch_warnings():  # nbformat's warnings about old notebooks, once per student
+            warnings.simplefilter("ignore")
+            return load_submission(entry.path, manifest.files, student=entry.student,
+                                   submitted_at=times.get(entry.student))
+
+    def fail(entry: Entry, sha256: str, error: str) -> None:
+        error = one_line(error, 2000)  # a record is one printable line, whatever the submission did
+        student = storable(entry.student)  # an entry named by undecodable bytes is still recorded
+        gradebook.record_error(student, assignment_id, sha256, error)
+        summary.errors[student] = error
+        progress("error", entry.student, summary)
+
+    # Plan: hash everything first (cheap), so skips are instant and the ETA is honest.
+    todo: deque[tuple[Entry, str]] = deque()
+    for entry in entries:
+        if entry.problem:
+            fail(entry, _raw_sha256(entry.path), entry.problem)
+            continue
+        try:
+            sha256 = load(entry).sha256
+        except Exception as exc:  # whatever a submission makes the reader raise is that entry's error
+            fail(entry, _raw_sha256(entry.path), _describe(exc))
+            continue
+        if not force and gradebook.has(entry.student, assignment_id, sha256):
+            summary.skipped.append(entry.student)
+            progress("skipped", entry.student, summary)
+            continue
+        todo.append((entry, sha256))
+    progress("planned", str(len(todo)), summary)
+
+    own_executor = executor is None
+    if executor is None:
+        executor = LocalProcessExecutor(jobs, course_root=str(course.root), assignment_id=assignment_id)
+    window = max(2, 2 * jobs)  # jobs in flight: enough to keep workers busy, files not all in memory
+    in_flight: dict[Future, tuple[Entry, Submission, int]] = {}
+    attempts: dict[str, int] = {}
+
+    def job_for(entry: Entry, submission: Submission) -> GradingJob:
+        report = course.report_path(entry.student, assignment_id) if write_reports else None
+        return GradingJob(course_root=str(course.root), assignment_id=assignment_id, path=str(entry.path),
+                          student=entry.student,
+                          submitted_at=submission.submitted_at.isoformat() if submission.submitted_at else None,
+                          report_path=str(report) if report else None,
+                          allow_weak_sandbox=allow_weak_sandbox, protected=(str(gradebook.path),))
+
+    def feed() -> None:
+        while todo and len(in_flight) < window:
+            entry, _ = todo.popleft()
+            try:
+                submission = load(entry)  # read again: only the jobs in flight stay in memory
+                job = job_for(entry, submission)
+            except Exception as exc:  # as in planning: the entry's error, and the batch goes on
+                fail(entry, _raw_sha256(entry.path), _describe(exc))
+                continue
+            in_flight[executor.submit(job)] = (entry, submission, 0)
+
+    def finish(entry: Entry, submission: Submission, outcome: JobResult) -> None:
+        summary.worker_s += outcome.worker_s
+        if outcome.error is not None:
+            fail(entry, submission.sha256, outcome.error)
+            return
+        from grader.core.records import GradeResult
+
+        result = GradeResult.from_dict(outcome.result)
+        if result.submission_sha256 != submission.sha256:
+            fail(entry, submission.sha256, "the files changed while they were being graded; run the batch again")
+            return
+        try:
+            gradebook.record(result, submission)
+        except GradebookError:
+            raise  # storage itself is broken: no point going on
+        except Exception as exc:  # something in this student's result the gradebook cannot hold
+            fail(entry, submission.sha256, f"grader error: the result could not be recorded: {_describe(exc)}")
+            return
+        summary.graded.append(entry.student)
+        summary.scores[entry.student] = result.score.total
+        progress("graded", entry.student, summary)
+
+    try:
+        feed()
+        while in_flight:
+            done, _ = wait(list(in_flight), return_when=FIRST_COMPLETED)
+            broken = False
+            for future in done:
+                entry, submission, _ = in_flight.pop(future)
+                try:
+                    outcome = future.result()
+                except BrokenProcessPool:
+                    broken = True
+                    attempts[entry.student] = attempts.get(entry.student, 0) + 1
+                    if attempts[entry.student] >= MAX_POOL_RESTARTS:
+                        fail(entry, submission.sha256, "grader error: the grading worker process died "
+                                                       f"{MAX_POOL_RESTARTS} times on this submission")
+                    else:
+                        todo.appendleft((entry, submission.sha256))
+                    continue
+                except Exception as exc:  # an executor's own failure, kept per student
+                    outcome = JobResult(entry.student, error=_describe(exc))
+                finish(entry, submission, outcome)
+            if broken:
+                for future, (entry, submission, _) in list(in_flight.items()):
+                    in_flight.pop(future)
+                    todo.appendleft((entry, submission.sha256))
+                restart = getattr(executor, "restart", None)
+                if restart is None:
+                    raise GraderError("the executor's workers died and it cannot restart")
+                restart()
+            feed()
+    finally:
+        if own_executor:
+            executor.shutdown(cancel=True)
+    summary.elapsed_s = time.perf_counter() - started
+    return summary

@@ -1,0 +1,172 @@
+"""One submission, end to end: manifest → submission → static checks →
+sandboxed suite → quiz → score. Returns a GradeResult; writes nothing.
+
+Storage (gradebook) and rendering (results.json, HTML) are the caller's
+next steps, so `grade check` can run the same pipeline without recording.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+import torch
+
+from grader import __version__
+from grader.core.course import Course
+from grader.core.errors import GraderError, SandboxFailed, SandboxRefused, UnknownTask
+from grader.core.manifest import Manifest, load_manifest
+from grader.core.quiz import ANSWERS_FILE, grade_quiz, load_key, load_questions
+from grader.core.records import GradeResult, StaticFinding, TestOutcome
+from grader.core.scoring import score
+from grader.core.settings import CourseSettings, load_settings
+from grader.harness.diagnose import load_reference
+from grader.harness.runners import SandboxRunner
+from grader.harness.suite import run_suite
+from grader.harness.testing import GradingContext
+from grader.harness.timing import environment
+from grader.intake.static_checks import check_sources
+from grader.intake.submission import Submission, load_submission
+from grader.pipeline.policy import OVERRIDE_FLAG, refusal
+from grader.sandbox.client import Sandbox, SandboxUnavailable
+
+MODES = ("check", "submit")
+
+
+
+def _static_outcomes(manifest: Manifest, submission: Submission) -> tuple[list[StaticFinding], list[str]]:
+    """Static findings over every submitted .py file (helpers the task files import included)."""
+    sources = {name: submission.text(name) or "" for name in submission.files if name.endswith(".py")}
+    others = tuple(name for name in submission.files if not name.endswith(".py"))
+    findings, problems = check_sources(manifest, sources, others)
+    notes = [f"{p.filename}: syntax error: {p.message}" for p in problems]
+    return findings, notes
+
+
+def _quiz_outcomes(course: Course, manifest: Manifest, submission: Submission) -> list[TestOutcome]:
+    quiz_tasks = [t for t in manifest.tasks if t.kind == "quiz"]
+    if not quiz_tasks:
+        return []
+    questions_path = course.assignment_dir(manifest.id) / "quiz.toml"
+    key_path = course.reference_for(manifest.id) / "quiz_key.toml"
+    if not questions_path.is_file() or not key_path.is_file():
+        return [TestOutcome(name="quiz", task=quiz_tasks[0].id, status="pending", kind="not_run",
+                            message="the quiz key is not available here", visibility="visible")]
+    return grade_quiz(load_questions(questions_path), load_key(key_path),
+                      submission.text(ANSWERS_FILE), quiz_tasks[0].id)
+
+
+def open_submission(course: Course, assignment_id: str, workspace: str | Path | None = None, *,
+                    student: str | None = None,
+                    submitted_at: datetime | None = None) -> Submission:
+    """The submission at `workspace` (default: the assignment's own folder, i.e. the stubs)."""
+    manifest = load_manifest(course.assignment_dir(assignment_id) / "assignment.toml")
+    workspace = Path(workspace) if workspace else course.assignment_dir(assignment_id)
+    return load_submission(workspace, manifest.files, student=student, submitted_at=submitted_at)
+
+
+TIMING_DEVICES = ("auto", "cuda", "cpu")
+
+
+def resolve_timing_device(choice: str, use_gpu: bool) -> str | None:
+    """Where timing tests run: 'cuda', 'cpu', or None (pending)."""
+    if choice not in TIMING_DEVICES:
+        raise GraderError(f"timing device must be one of {', '.join(TIMING_DEVICES)}, not {choice!r}")
+    if choice == "auto":
+        return "cuda" if use_gpu else None
+    if choice == "cuda" and not use_gpu:
+        raise GraderError("--timing-device cuda needs a CUDA GPU, and there is none here")
+    return choice
+
+
+def _sandbox_gate(isolation, settings: CourseSettings, mode: str, allow_weak: bool) -> str | None:
+    """None, or the note that records a weak sandbox; raises SandboxRefused for an official grade."""
+    reason = refusal(isolation, settings.sandbox)
+    if reason is None or mode != "submit":
+        return None
+    if not allow_weak:
+        raise SandboxRefused(reason)
+    return (f"graded with {OVERRIDE_FLAG}: the sandbox was {isolation.level}, below the course's "
+            f"requirement ({settings.sandbox.required_text()})")
+
+
+def grade(course: Course, assignment_id: str, submission: Submission, *,
+          mode: str = "submit", only_task: str | None = None, seed: int | None = None,
+          use_gpu: bool | None = None, allow_weak_sandbox: bool = False,
+          protected: tuple[str, ...] = (), timing_device: str = "auto") -> GradeResult:
+    """Grade one submission. Raises GraderError only when grading is impossible.
+
+    An official grade (mode "submit") needs a sandbox level the course requires
+    (grader.pipeline.policy): SandboxRefused otherwise, unless `allow_weak_sandbox`, which
+    the result records. `protected` adds paths the worker must not read (a
+    gradebook outside the course, say); the course root always is. `timing_device`:
+    "auto" (the GPU when there is one, else timing tests are pending), "cuda", or
+    "cpu" (tests and demonstrations: the report marks the points as CPU-timed)."""
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {MODES}")
+    started = time.perf_counter()
+    manifest = load_manifest(course.assignment_dir(assignment_id) / "assignment.toml")
+    if only_task is not None and not manifest.has_task(only_task):
+        raise UnknownTask(f"{assignment_id} has no task {only_task!r} "
+                          f"(tasks: {', '.join(t.id for t in manifest.tasks)})")
+    seed = seed if seed is not None else random.SystemRandom().randrange(1, 2**31)
+    use_gpu = torch.cuda.is_available() if use_gpu is None else use_gpu
+    timed_on = resolve_timing_device(timing_device, use_gpu)
+    if not use_gpu:  # the reference's Triton kernels run here too: through the interpreter
+        os.environ.setdefault("TRITON_INTERPRET", "1")
+    limits = manifest.limits
+    settings = load_settings(course.root)
+    sandbox = Sandbox(submission.files, list(manifest.files), call_timeout_s=limits.call_timeout_s,
+                      budget_s=limits.submission_budget_s, memory_mb=limits.memory_mb,
+                      cpu_time_s=limits.cpu_time_s, file_size_mb=limits.file_size_mb,
+                      output_cap_kb=limits.output_cap_kb, max_processes=limits.max_processes,
+                      use_gpu=use_gpu, uid_range=settings.sandbox.uid_range,
+                      protected=(str(course.root), *protected))
+    try:
+        _sandbox_gate(sandbox.isolation, settings, mode, allow_weak_sandbox)  # refuse before any work
+        sandbox.start()  # the worker imports torch while we run the static checks
+        findings, notes = _static_outcomes(manifest, submission)
+        try:
+            confirmed = sandbox.wait_ready()
+        except SandboxUnavailable as exc:
+            raise SandboxFailed(str(exc)) from exc
+        weak = _sandbox_gate(confirmed, settings, mode, allow_weak_sandbox)
+        notes += [weak] if weak else []
+        if mode == "submit":
+            reference, mutants = load_reference(course.root, assignment_id, manifest.files)
+            tests_dir = course.reference_for(assignment_id) / "tests"
+            visibility = "hidden"
+        else:
+            reference, mutants = {}, []
+            tests_dir = course.assignment_dir(assignment_id) / "tests"
+            visibility = "visible"
+        context = GradingContext(runner=SandboxRunner(sandbox), manifest=manifest,
+                                 reference=reference, mutants=mutants, seed=seed,
+                                 device="cuda" if use_gpu else "cpu", hidden=mode == "submit",
+                                 timing_device=timed_on)
+        outcomes, errors = run_suite(tests_dir, context, visibility=visibility, only_task=only_task)
+        notes += [f"test collection problem: {e}" for e in errors]
+        if mode == "submit" and only_task in (None, "quiz"):
+            outcomes += _quiz_outcomes(course, manifest, submission)
+        student_output = "".join(sandbox.output_log)[-16000:]
+        isolation = sandbox.isolation
+    finally:
+        sandbox.close()
+    if only_task is not None:
+        findings = [f for f in findings if f.task == only_task]
+    result_score = score(manifest, outcomes, findings, submission.submitted_at)
+    return GradeResult(
+        assignment_id=manifest.id, assignment_title=manifest.title, student=submission.student,
+        mode=mode, score=result_score, outcomes=tuple(outcomes), findings=tuple(findings),
+        submission_sha256=submission.sha256, submission_form=submission.form,
+        submitted_at=submission.submitted_at.isoformat() if submission.submitted_at else None,
+        graded_at=datetime.now(UTC).isoformat(timespec="seconds"), seed=seed,
+        isolation=isolation.description, isolation_level=isolation.level,
+        sandbox_override=weak is not None,
+        duration_s=round(time.perf_counter() - started, 3),
+        versions={"grader": __version__, **environment()},
+        notes=tuple(list(submission.notes) + notes), student_output=student_output,
+    )

@@ -1,0 +1,157 @@
+"""`grade validate`: the instructor's proof that an assignment grades correctly.
+
+Three claims, each checked by grading real workspaces through the sandbox:
+the reference earns full marks (with the quiz key as its answers), the
+untouched stubs earn zero, and every catalogued mutant loses points on its own
+task only and is diagnosed as itself.
+"""
+
+from __future__ import annotations
+
+import ast
+import tempfile
+import tomllib
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from grader.core.course import Course
+from grader.core.manifest import Manifest, load_manifest
+from grader.core.quiz import ANSWERS_FILE
+from grader.core.records import GradeResult
+from grader.harness.diagnose import Mutant, load_reference
+from grader.pipeline.batch import GradingJob, LocalProcessExecutor
+
+
+@dataclass(frozen=True)
+class Verdict:
+    assignment_id: str
+    subject: str  # "reference", "stubs" or a mutant id
+    task: str  # the mutant's task ("" for reference/stubs)
+    ok: bool
+    detail: str
+    score: float
+    max_points: float
+
+
+def reference_answers(course: Course, assignment_id: str) -> str:
+    """answers.toml text holding the quiz key's answers."""
+    key_path = course.reference_for(assignment_id) / "quiz_key.toml"
+    if not key_path.is_file():
+        return ""
+    answers = tomllib.loads(key_path.read_text(encoding="utf-8")).get("answers", {})
+    lines = []
+    for question, answer in answers.items():
+        value = answer["value"] if isinstance(answer, dict) else answer
+        lines.append(f"{question} = {value!r}" if not isinstance(value, str) else f'{question} = "{value}"')
+    return "\n".join(lines) + "\n"
+
+
+def _defining_file(manifest: Manifest, reference_dir: Path, function: str) -> str:
+    for filename in manifest.files:
+        tree = ast.parse((reference_dir / filename).read_text(encoding="utf-8"))
+        if any(isinstance(n, ast.FunctionDef) and n.name == function for n in tree.body):
+            return filename
+    raise ValueError(f"no reference module defines {function}")
+
+
+def reference_workspace(course: Course, manifest: Manifest, target: Path,
+                        mutant: Mutant | list[Mutant] | None = None) -> Path:
+    """The reference solution as a student workspace, with mutants (if any) swapped in."""
+    reference_dir = course.reference_for(manifest.id)
+    target.mkdir(parents=True, exist_ok=True)
+    for filename in manifest.files:
+        (target / filename).write_text((reference_dir / filename).read_text(encoding="utf-8"))
+    (target / ANSWERS_FILE).write_text(reference_answers(course, manifest.id))
+    for one in [mutant] if isinstance(mutant, Mutant) else (mutant or []):
+        filename = _defining_file(manifest, reference_dir, one.function)
+        with open(target / filename, "a", encoding="utf-8") as fh:
+            fh.write(f"\n\n# --- mutant {one.id}\n{one.source()}\n"
+                     f"{one.function} = {one.fn.__name__}\n")
+    return target
+
+
+def judge_reference(result: GradeResult) -> tuple[bool, str]:
+    lost = [t for t in result.score.tasks if t.status not in ("pending",) and not t.bonus
+            and t.earned < t.points]
+    if lost:
+        return False, "lost points on " + ", ".join(f"{t.task_id} ({t.earned:g}/{t.points:g})" for t in lost)
+    return True, f"full marks ({result.score.total:g}/{result.score.max_points - result.score.pending_points:g} judged)"
+
+
+def judge_stubs(result: GradeResult) -> tuple[bool, str]:
+    if result.score.total > 0:
+        earned = [t.task_id for t in result.score.tasks if t.earned > 0]
+        return False, "stubs earn points on " + ", ".join(earned)
+    return True, "0 points"
+
+
+def judge_mutant(result: GradeResult, mutant: Mutant, task_id: str) -> tuple[bool, str]:
+    problems = []
+    own = next(t for t in result.score.tasks if t.task_id == task_id)
+    if own.earned >= own.points:
+        problems.append(f"not caught: {task_id} still earns full marks")
+    # Bonus and timing tasks build on the graded functions (a GQA kernel, a backward
+    # pass, a timed kernel): a broken forward may cost points there too, by design.
+    others = [t for t in result.score.tasks if t.task_id != task_id and t.status != "pending"
+              and not t.bonus and t.kind != "timing" and t.earned < t.points]
+    if others:
+        problems.append("also loses points on " + ", ".join(t.task_id for t in others))
+    diagnosed = {(o.diagnosis or {}).get("id") for o in result.outcomes
+                 if o.task == task_id and o.status == "failed"}
+    if mutant.id not in diagnosed:
+        named = ", ".join(sorted(d for d in diagnosed if d)) or "nothing"
+        problems.append(f"diagnosed as {named}")
+    if problems:
+        return False, "; ".join(problems)
+    failed = sum(o.status == "failed" for o in result.outcomes if o.task == task_id)
+    return True, f"caught by {failed} test(s), diagnosed as itself; {own.earned:g}/{own.points:g}"
+
+
+def validate(course: Course, assignment_id: str, jobs: int = 1,
+             progress: Callable[[Verdict], None] | None = None) -> list[Verdict]:
+    """Grade the reference, the stubs and every mutant; one Verdict each."""
+    manifest = load_manifest(course.assignment_dir(assignment_id) / "assignment.toml")
+    _, mutants = load_reference(course.root, assignment_id, manifest.files)
+    verdicts: list[Verdict] = []
+    with tempfile.TemporaryDirectory(prefix="grade-validate-") as temp:
+        temp_dir = Path(temp)
+        subjects: list[tuple[str, Path, Mutant | None]] = [
+            ("reference", reference_workspace(course, manifest, temp_dir / "reference"), None),
+            ("stubs", course.assignment_dir(assignment_id), None),
+        ]
+        for mutant in mutants:
+            workspace = reference_workspace(course, manifest, temp_dir / mutant.id, mutant)
+            subjects.append((mutant.id, workspace, mutant))
+        executor = LocalProcessExecutor(jobs, course_root=str(course.root),
+                                        assignment_id=assignment_id)
+        try:
+            # The subjects are the instructor's own code: no sandbox level is required to grade them.
+            futures = [executor.submit(GradingJob(str(course.root), assignment_id, str(path), name,
+                                                  allow_weak_sandbox=True))
+                       for name, path, _ in subjects]
+            outcomes = [future.result() for future in futures]
+        finally:
+            executor.shutdown()
+        for (name, _, mutant), outcome in zip(subjects, outcomes, strict=True):
+            if outcome.error is not None:
+                verdict = Verdict(assignment_id, name, "", False, f"could not grade: {outcome.error}",
+                                  0.0, manifest.max_points)
+                verdicts.append(verdict)
+                if progress:
+                    progress(verdict)
+                continue
+            result = GradeResult.from_dict(outcome.result)
+            if mutant is None:
+                ok, detail = (judge_reference if name == "reference" else judge_stubs)(result)
+                task_id = ""
+            else:
+                task = manifest.task_for_function(mutant.function)
+                task_id = task.id if task else "?"
+                ok, detail = judge_mutant(result, mutant, task_id) if task else (False, "no task owns it")
+            verdict = Verdict(assignment_id, name, task_id, ok, detail, result.score.total,
+                              result.score.max_points)
+            verdicts.append(verdict)
+            if progress:
+                progress(verdict)
+    return verdicts

@@ -1,0 +1,1 @@
+"""Reports, exports and figures from records: rendering only, nothing computed twice."""

@@ -1,0 +1,1 @@
+"""What leaves the course: the student release and the autograder bundle."""

@@ -1,0 +1,271 @@
+"""The student bundle: `assignments/<id>/` alone, as a zip and a notebook.
+
+The layout already keeps instructor material out (the bundle is built from
+one folder), but a file can be copied into the wrong folder by hand. So
+before anything is written, every bundled file is checked against every
+file under `reference/<id>/` and `kernels/`:
+- same bytes (sha256), or the same text once whitespace, blank lines and
+  comments are dropped;
+- a function or class of an instructor `.py` file (one that does something:
+  not only a docstring, `pass`, `...` or `raise NotImplementedError`) found
+  inside a bundled file;
+- the same meaning in another layout (grader/leaks.py): a bundled `.py`
+  module, function or class whose syntax tree matches an instructor one
+  once layout, docstrings, annotations and names are set aside; a bundled
+  `.toml` with the same data as an instructor one, the answers of a quiz
+  key (in any quoting, order or table), or a long text of an instructor
+  TOML (an explanation). A bundled definition whose docstring says "Given;
+  do not change" is a helper shipped on purpose and exempt from the
+  syntax-tree comparison (the byte and text checks still apply);
+- names that are instructor-only wherever they are (`quiz_key.toml`,
+  `*_key.toml`, `mutants.py`), test files outside `tests/`, and symlinks.
+Any hit raises ReleaseLeak (exit code 3) naming every problem, and nothing
+is written.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+
+import nbformat
+
+from grader.core.course import Course
+from grader.core.errors import ReleaseLeak
+from grader.core.manifest import load_manifest
+from grader.intake.submission import SKIPPED_PARTS
+from grader.ship import leaks
+
+INSTRUCTOR_ONLY_NAMES = {"quiz_key.toml", "mutants.py"}
+TEST_FILE = re.compile(r"^(test_.*|.*_test|conftest)\.py$")
+ZIP_DATE = (2020, 1, 1, 0, 0, 0)  # fixed, so the same folder always gives the same zip
+
+
+@dataclass(frozen=True)
+class Release:
+    zip_path: Path
+    notebook_path: Path
+    files: tuple[str, ...]
+
+
+def bundle_files(course: Course, assignment_id: str) -> dict[str, bytes]:
+    """relative path → bytes of everything students get; symlinks are a leak risk, refused."""
+    root = course.assignment_dir(assignment_id)
+    files: dict[str, bytes] = {}
+    links = []
+    for item in sorted(root.rglob("*")):
+        relative = item.relative_to(root)
+        if any(part in SKIPPED_PARTS for part in relative.parts):
+            continue
+        if item.is_symlink():
+            links.append(relative.as_posix())
+        elif item.is_file():
+            files[relative.as_posix()] = item.read_bytes()
+    if links:
+        raise ReleaseLeak(f"refusing to release {assignment_id}: symbolic link(s) {', '.join(links)} "
+                          f"could point at instructor files; replace them with real files")
+    return files
+
+
+def normalise(text: str) -> str:
+    """Text with indentation, blank lines and whole-line comments dropped."""
+    lines = (line.strip() for line in text.splitlines())
+    return "\n".join(line for line in lines if line and not line.startswith("#"))
+
+
+def _definitions(text: str) -> list[tuple[str, str]]:
+    """(name, normalised source) of each top-level function and class that does something."""
+    tree = leaks.parse_python(text)
+    if tree is None:
+        return []
+    lines = text.splitlines()
+    return [(node.name, normalise("\n".join(lines[node.lineno - 1:node.end_lineno])))
+            for node in tree.body if isinstance(node, leaks.DEFINITIONS) and not leaks.is_stub(node)]
+
+
+def instructor_files(course: Course, assignment_id: str) -> dict[str, bytes]:
+    """Every file under reference/<id>/ and kernels/ (display path → bytes)."""
+    found = {}
+    for folder in (course.reference_for(assignment_id), course.root / "kernels"):
+        if not folder.is_dir():
+            continue
+        for item in sorted(folder.rglob("*")):
+            if item.is_file() and "__pycache__" not in item.parts:
+                found[item.relative_to(course.root).as_posix()] = item.read_bytes()
+    return found
+
+
+def _python_index(texts: dict[str, str]) -> tuple[dict[str, str], dict[str, tuple[str, str, str]]]:
+    """Instructor .py files: module shape → file, and definition shape → (file, kind, name)."""
+    modules: dict[str, str] = {}
+    shapes: dict[str, tuple[str, str, str]] = {}
+    for name, text in texts.items():
+        tree = leaks.parse_python(text) if name.endswith(".py") else None
+        if tree is None:
+            continue
+        if leaks.has_substance(tree):
+            module_shape = leaks.safe_shape(tree)
+            if module_shape:
+                modules.setdefault(module_shape, name)
+        for node in leaks.definitions(tree):
+            node_shape = leaks.safe_shape(node)
+            if node_shape:
+                shapes.setdefault(node_shape, (name, leaks.kind_of(node), node.name))
+    return modules, shapes
+
+
+def _toml_index(instructor: dict[str, bytes]) -> list[leaks.TomlFile]:
+    found = []
+    for name, data in instructor.items():
+        document = leaks.parse_toml(data) if name.endswith(".toml") else None
+        if document:
+            key = leaks.quiz_key_answers(document) if PurePosixPath(name).name.endswith("_key.toml") else {}
+            found.append(leaks.TomlFile(name, document, key, leaks.long_texts(document)))
+    return found
+
+
+def _python_leaks(path: str, text: str, modules: dict, shapes: dict, reported: set) -> list[str]:
+    tree = leaks.parse_python(text)
+    if tree is None:
+        return []
+    if leaks.has_substance(tree) and leaks.safe_shape(tree) in modules:
+        return [f"{path}: same code as {modules[leaks.safe_shape(tree)]} (compared as syntax trees)"]
+    problems = []
+    for node in leaks.definitions(tree):
+        if leaks.is_given(node):
+            continue
+        match = shapes.get(leaks.safe_shape(node) or "")
+        if match is None or (match[0], match[2]) in reported:
+            continue
+        reported.add((match[0], match[2]))
+        source_name, kind, what = match
+        renamed = "" if node.name == what else f" (renamed {node.name})"
+        problems.append(f"{path}: contains {kind} {what} from {source_name}{renamed}, "
+                        f"the same code in another layout")
+    return problems
+
+
+def _toml_leaks(path: str, data: bytes, tomls: list[leaks.TomlFile], questions: dict) -> list[str]:
+    document = leaks.parse_toml(data)
+    if not document:
+        return []
+    problems = []
+    for instructor in tomls:
+        if document == instructor.data:
+            problems.append(f"{path}: same TOML data as {instructor.name}")
+            continue
+        answered = leaks.answers_given(document, instructor.key, questions) if instructor.key else []
+        if answered:
+            problems.append(f"{path}: carries the answers of {instructor.name} to {len(answered)} of "
+                            f"{len(instructor.key)} question(s) ({', '.join(answered)})")
+        elif instructor.texts and leaks.texts_found(document, instructor.texts):
+            problems.append(f"{path}: carries text from {instructor.name}")
+    return problems
+
+
+def find_leaks(bundle: dict[str, bytes], instructor: dict[str, bytes]) -> list[str]:
+    """Every reason the bundle must not ship (empty when it is clean)."""
+    problems = []
+    by_hash = {hashlib.sha256(data).hexdigest(): name for name, data in instructor.items() if data.strip()}
+    texts = {name: data.decode("utf-8", errors="replace") for name, data in instructor.items()}
+    by_text = {normalise(text): name for name, text in texts.items() if normalise(text)}
+    definitions = [(name, what, source) for name, text in texts.items() if name.endswith(".py")
+                   for what, source in _definitions(text)]
+    modules, shapes = _python_index({n: t for n, t in texts.items() if n.endswith(".py")})
+    tomls = _toml_index(instructor)
+    questions = leaks.questions_of(leaks.parse_toml(bundle.get("quiz.toml", b"")))
+    for path, data in sorted(bundle.items()):
+        pure = PurePosixPath(path)
+        if pure.name in INSTRUCTOR_ONLY_NAMES or pure.name.endswith("_key.toml"):
+            problems.append(f"{path}: instructor-only file name")
+        if TEST_FILE.match(pure.name) and pure.parts[0] != "tests":
+            problems.append(f"{path}: a test file outside tests/ (hidden tests live in reference/)")
+        digest = hashlib.sha256(data).hexdigest()
+        if digest in by_hash:
+            problems.append(f"{path}: same bytes as {by_hash[digest]}")
+            continue
+        decoded = data.decode("utf-8", errors="replace")
+        text = normalise(decoded)
+        if text and text in by_text:
+            problems.append(f"{path}: same text as {by_text[text]}")
+            continue
+        reported: set[tuple[str, str]] = set()
+        for source_name, what, source in definitions:
+            if source and source in text:
+                problems.append(f"{path}: contains {what} from {source_name}")
+                reported.add((source_name, what))
+        if pure.suffix == ".py":
+            problems += _python_leaks(path, decoded, modules, shapes, reported)
+        elif pure.suffix == ".toml":
+            problems += _toml_leaks(path, data, tomls, questions)
+    return problems
+
+
+def _markdown_cells(readme: str) -> list[str]:
+    """The handout split at headings (never inside a fenced code block)."""
+    cells: list[list[str]] = [[]]
+    fenced = False
+    for line in readme.splitlines():
+        if line.lstrip().startswith(("```", "~~~")):
+            fenced = not fenced
+        if not fenced and re.match(r"^#{1,6}\s", line) and any(s.strip() for s in cells[-1]):
+            cells.append([])
+        cells[-1].append(line)
+    return ["\n".join(c).strip() for c in cells if any(s.strip() for s in c)]
+
+
+def build_notebook(assignment_id: str, title: str, files: dict[str, bytes],
+                   modules: tuple[str, ...]) -> nbformat.NotebookNode:
+    """Handout as markdown cells, each stub module as a code cell, then how to check."""
+    v4 = nbformat.v4
+    cells = [v4.new_markdown_cell(f"# {title}\n\nAssignment `{assignment_id}`. Write your code in the "
+                                  f"cells below; only definitions (imports, functions, classes, "
+                                  f"constants) are graded, so experiments in other cells are fine.")]
+    readme = files.get("README.md")
+    if readme:
+        cells += [v4.new_markdown_cell(text) for text in _markdown_cells(readme.decode("utf-8", "replace"))]
+    for module in modules:
+        if module in files:
+            cells.append(v4.new_markdown_cell(f"## `{module}`"))
+            cells.append(v4.new_code_cell(files[module].decode("utf-8", "replace").rstrip() + "\n"))
+    quiz = " Quiz answers go in `answers.toml` next to the notebook's module files (the zip has a " \
+           "blank one); a notebook alone cannot carry them." if "quiz.toml" in files else ""
+    cells.append(v4.new_markdown_cell(
+        "## Check your work\n\n"
+        f"Run the public tests on this notebook (in a terminal, in the course folder):\n\n"
+        f"```\ngrade check {assignment_id} --workspace {assignment_id}.ipynb\n```\n\n"
+        f"or from the unzipped folder: `pytest tests`. All tests fail with `NotImplementedError` "
+        f"at first. The public tests are a subset: the official grade uses more tests.{quiz}"))
+    cells.append(v4.new_code_cell(f"!grade check {assignment_id} --workspace {assignment_id}.ipynb"))
+    notebook = v4.new_notebook(cells=cells)
+    notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    notebook.metadata["language_info"] = {"name": "python"}
+    nbformat.validate(notebook)
+    return notebook
+
+
+def release(course: Course, assignment_id: str, out_dir: str | Path | None = None) -> Release:
+    """Check, then write DIR/ASSIGNMENT.zip and DIR/ASSIGNMENT.ipynb (default DIR: <course>/.grade/release)."""
+    manifest = load_manifest(course.assignment_dir(assignment_id) / "assignment.toml")
+    files = bundle_files(course, assignment_id)
+    problems = find_leaks(files, instructor_files(course, assignment_id))
+    if problems:
+        raise ReleaseLeak(f"refusing to release {assignment_id}: {len(problems)} instructor-only "
+                          f"item(s) in assignments/{assignment_id}/: " + "; ".join(problems))
+    out = Path(out_dir) if out_dir else course.state_dir / "release"
+    if out.resolve().is_relative_to(course.assignment_dir(assignment_id).resolve()):
+        raise ReleaseLeak("the release folder must not be inside the assignment it releases")
+    out.mkdir(parents=True, exist_ok=True)
+    zip_path = out / f"{assignment_id}.zip"
+    with zipfile.ZipFile(zip_path, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+        for name, data in sorted(files.items()):
+            info = zipfile.ZipInfo(f"{assignment_id}/{name}", date_time=ZIP_DATE)
+            info.external_attr = 0o644 << 16
+            info.compress_type = zipfile.ZIP_DEFLATED
+            archive.writestr(info, data)
+    notebook_path = out / f"{assignment_id}.ipynb"
+    nbformat.write(build_notebook(assignment_id, manifest.title, files, manifest.files), str(notebook_path))
+    return Release(zip_path, notebook_path, tuple(sorted(files)))

@@ -1,0 +1,1 @@
+"""The gradebook (the only writer of storage) and the class roster."""

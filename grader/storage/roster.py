@@ -1,0 +1,71 @@
+"""Class-level CSV inputs: the roster (id,name,email) and submission times.
+
+Both are read strictly: a bad header, a student id that breaks the rule of
+grader/student_ids.py or an unreadable time stops the command before
+anything is graded, because a silently ignored row would mean a wrong late
+penalty or a student missing from the class report.
+"""
+
+from __future__ import annotations
+
+import csv
+from datetime import datetime
+from pathlib import Path
+
+from grader.core.errors import ClassDataError
+from grader.core.student_ids import check_student_id
+
+ROSTER_COLUMNS = ("id", "name", "email")
+TIMESTAMP_COLUMNS = ("student", "submitted_at")
+
+
+def _rows(path: Path, required: tuple[str, ...]) -> list[dict[str, str]]:
+    try:
+        text = Path(path).read_text(encoding="utf-8-sig")  # spreadsheets often add a BOM
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ClassDataError(f"cannot read {path}: {exc}") from exc
+    reader = csv.DictReader(text.splitlines())
+    header = [h.strip().lower() for h in (reader.fieldnames or [])]
+    missing = [c for c in required if c not in header]
+    if missing:
+        raise ClassDataError(f"{path}: missing column(s) {', '.join(missing)} "
+                             f"(expected a header line with {', '.join(required)})")
+    rows = []
+    for raw in reader:
+        row = {k.strip().lower(): (v or "").strip() for k, v in raw.items() if k is not None}
+        if any(row.values()):
+            rows.append(row)
+    return rows
+
+
+def read_roster(path: str | Path) -> list[dict]:
+    """Rows of `id,name,email` (name and email may be blank)."""
+    rows = []
+    seen: set[str] = set()
+    for number, row in enumerate(_rows(Path(path), ("id",)), start=2):
+        student = row.get("id", "")
+        if not student:
+            raise ClassDataError(f"{path}, line {number}: empty student id")
+        check_student_id(student, f"{path}, line {number}", fix="correct the id in the roster")
+        if student in seen:
+            raise ClassDataError(f"{path}, line {number}: student {student!r} listed twice")
+        seen.add(student)
+        rows.append({"id": student, "name": row.get("name") or None, "email": row.get("email") or None})
+    return rows
+
+
+def read_timestamps(path: str | Path) -> dict[str, datetime]:
+    """student → submission time (ISO 8601 with a time zone)."""
+    times: dict[str, datetime] = {}
+    for number, row in enumerate(_rows(Path(path), TIMESTAMP_COLUMNS), start=2):
+        student, value = row["student"], row["submitted_at"]
+        check_student_id(student, f"{path}, line {number}", fix="use the id the submission is named by")
+        try:
+            when = datetime.fromisoformat(value)
+        except ValueError as exc:
+            raise ClassDataError(f"{path}, line {number}: not an ISO 8601 date-time: {value!r}") from exc
+        if when.tzinfo is None:
+            raise ClassDataError(f"{path}, line {number}: {value!r} has no time zone "
+                                 f"(write e.g. 2026-12-14T23:59:00+00:00)")
+        times[student] = when
+    return times
