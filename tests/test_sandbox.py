@@ -9,6 +9,7 @@ import torch
 
 from grader.sandbox import isolation, protocol
 from grader.sandbox.client import Sandbox
+from grader.sandbox.limits import SandboxLimits
 from tests.conftest import ROOT
 
 SOURCE = b'''
@@ -47,7 +48,7 @@ def subclass(x):
 
 @pytest.fixture(scope="module")
 def sandbox():
-    with Sandbox({"m.py": SOURCE}, ["m.py"], call_timeout_s=20) as box:
+    with Sandbox({"m.py": SOURCE}, ["m.py"], limits=SandboxLimits(call_timeout_s=20)) as box:
         yield box
 
 
@@ -109,7 +110,7 @@ def test_process_fallback_runs_when_bubblewrap_is_off():
 
 
 def test_budget_is_enforced():
-    with Sandbox({"m.py": SOURCE}, ["m.py"], budget_s=0.0) as box:
+    with Sandbox({"m.py": SOURCE}, ["m.py"], limits=SandboxLimits(submission_budget_s=0.0)) as box:
         result = box.call("add", (torch.ones(1),))
         assert result.status == "budget" and "budget" in result.detail
 

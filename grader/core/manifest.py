@@ -13,6 +13,7 @@ from pathlib import Path
 
 from grader.core.errors import ManifestError
 from grader.sandbox.forbidden import API_GROUPS, REQUIREMENTS
+from grader.sandbox.limits import SandboxLimits
 
 TASK_KINDS = ("code", "quiz", "timing")
 
@@ -26,17 +27,8 @@ class LatePolicy:
     max_days_late: int | None = None  # later than this earns 0
 
 
-@dataclass(frozen=True)
-class Limits:
-    """Resource limits of the sandbox worker (per call and per submission)."""
-
-    call_timeout_s: float = 30.0
-    submission_budget_s: float = 600.0
-    memory_mb: int = 8192
-    cpu_time_s: int = 900
-    file_size_mb: int = 64
-    max_processes: int = 256
-    output_cap_kb: int = 64
+# An assignment's [limits] table: the sandbox's own limits, defaults and names included.
+Limits = SandboxLimits
 
 
 @dataclass(frozen=True)

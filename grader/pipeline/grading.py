@@ -117,14 +117,9 @@ def grade(course: Course, assignment_id: str, submission: Submission, *,
     timed_on = resolve_timing_device(timing_device, use_gpu)
     if not use_gpu:  # the reference's Triton kernels run here too: through the interpreter
         os.environ.setdefault("TRITON_INTERPRET", "1")
-    limits = manifest.limits
     settings = load_settings(course.root)
-    sandbox = Sandbox(submission.files, list(manifest.files), call_timeout_s=limits.call_timeout_s,
-                      budget_s=limits.submission_budget_s, memory_mb=limits.memory_mb,
-                      cpu_time_s=limits.cpu_time_s, file_size_mb=limits.file_size_mb,
-                      output_cap_kb=limits.output_cap_kb, max_processes=limits.max_processes,
-                      use_gpu=use_gpu, uid_range=settings.sandbox.uid_range,
-                      protected=(str(course.root), *protected))
+    sandbox = Sandbox(submission.files, list(manifest.files), limits=manifest.limits, use_gpu=use_gpu,
+                      uid_range=settings.sandbox.uid_range, protected=(str(course.root), *protected))
     try:
         _sandbox_gate(sandbox.isolation, settings, mode, allow_weak_sandbox)  # refuse before any work
         sandbox.start()  # the worker imports torch while we run the static checks

@@ -68,9 +68,11 @@ class HostReport:
 def inspect_host(course: Course) -> HostReport:
     """Start one worker here and report each layer it got (for `grade sandbox`)."""
     from grader.sandbox.client import Sandbox, SandboxUnavailable
+    from grader.sandbox.limits import SandboxLimits
 
     settings = load_settings(course.root).sandbox
-    with Sandbox({"probe.py": b""}, ["probe.py"], uid_range=settings.uid_range, budget_s=180,
+    with Sandbox({"probe.py": b""}, ["probe.py"], uid_range=settings.uid_range,
+                 limits=SandboxLimits(submission_budget_s=180),
                  protected=(str(course.root),)) as box:
         try:
             confirmed = box.wait_ready()

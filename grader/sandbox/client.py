@@ -33,6 +33,7 @@ from grader.sandbox import isolation, protocol, uids
 from grader.sandbox.facts import CallFacts
 from grader.sandbox.isolation import Isolation
 from grader.sandbox.layers import WorkerSpec
+from grader.sandbox.limits import SandboxLimits
 
 STARTUP_TIMEOUT_S = 120.0  # torch's import in a fresh worker, on a loaded machine
 STOP_TIMEOUT_S = 10.0
@@ -128,23 +129,19 @@ def describe_status(status: int | None) -> str:
 class Sandbox:
     """One student's worker process, restarted after every timeout or crash."""
 
-    def __init__(self, files: dict[str, bytes], modules: list[str], *, call_timeout_s: float = 30.0,
-                 budget_s: float = 600.0, memory_mb: int = 8192, cpu_time_s: int = 900,
-                 file_size_mb: int = 64, output_cap_kb: int = 64, max_processes: int = 256,
-                 use_gpu: bool | None = None, isolation_level: str | None = None,
+    def __init__(self, files: dict[str, bytes], modules: list[str], *,
+                 limits: SandboxLimits | None = None, use_gpu: bool | None = None,
+                 isolation_level: str | None = None,
                  uid_range: tuple[int, int] | None = uids.DEFAULT_UID_RANGE,
-                 protected: tuple[str, ...] = (), max_reply_mb: int = 256):
+                 protected: tuple[str, ...] = ()):
         self.files = files
         self.modules = modules
-        self.call_timeout_s = call_timeout_s
-        self.budget_s = budget_s
-        self.deadline = time.monotonic() + budget_s
-        self.memory_mb = memory_mb
-        self.cpu_time_s = cpu_time_s
-        self.file_size_mb = file_size_mb
-        self.max_processes = max_processes
-        self.output_cap = output_cap_kb * 1024
-        self.max_reply_bytes = max_reply_mb << 20
+        self.limits = limits = SandboxLimits() if limits is None else limits
+        self.call_timeout_s = limits.call_timeout_s
+        self.budget_s = limits.submission_budget_s
+        self.deadline = time.monotonic() + self.budget_s
+        self.output_cap = limits.output_cap_kb * 1024
+        self.max_reply_bytes = limits.max_reply_mb << 20
         self.protected = tuple(str(p) for p in protected)
         self.use_gpu = torch.cuda.is_available() if use_gpu is None else use_gpu
         self.restarts = 0
@@ -198,8 +195,9 @@ class Sandbox:
         bwrap = self.base == "bubblewrap"
         return WorkerSpec(
             workdir=isolation.WORKDIR_MOUNT if bwrap else workdir, modules=list(self.modules), **fds,
-            memory_mb=self.memory_mb, cpu_time_s=self.cpu_time_s, file_size_mb=self.file_size_mb,
-            max_processes=self.max_processes, use_gpu=self.use_gpu,
+            memory_mb=self.limits.memory_mb, cpu_time_s=self.limits.cpu_time_s,
+            file_size_mb=self.limits.file_size_mb, max_processes=self.limits.max_processes,
+            use_gpu=self.use_gpu,
             uid=None if (bwrap or self._slot is None) else self._slot.uid,
             landlock=self.host.landlock_abi >= 1, seccomp=not self.host.seccomp,
             read_paths=isolation.python_roots() + isolation.library_paths(self.use_gpu) + [runtime],

@@ -37,10 +37,10 @@ class WorkerSpec:
     reply_fd: int
     lifeline_fd: int
     status_fd: int
-    memory_mb: int = 8192
-    cpu_time_s: int = 900
-    file_size_mb: int = 64
-    max_processes: int = 256
+    memory_mb: int  # these four: the trusted side's SandboxLimits (grader.sandbox.limits)
+    cpu_time_s: int
+    file_size_mb: int
+    max_processes: int
     use_gpu: bool = False
     uid: int | None = None  # drop to this uid/gid (None: stay, e.g. bubblewrap already dropped)
     landlock: bool = True
