@@ -394,13 +394,14 @@ TIMING_COURSE = MINI_COURSE.parent / "timing_course"
 HONEST_ATTEND = "import torch\n\ndef attend(q, k, v):\n    return torch.softmax(q @ k.T, dim=-1) @ v\n"
 TIMING_ATTACKS = {  # the timed kernel → (kind of the speed test, words, speed credit)
     "honest": (HONEST_ATTEND, "passed", "the reference time", None),
+    # 40 times the reference's work (CPU-bound like it, so load slows both alike) behind clocks that stand still
     "patched_clocks": ('''import time, torch
-_sleep = time.sleep
 time.perf_counter = time.monotonic = time.time = lambda: 0.0
 
 def attend(q, k, v):
-    _sleep(0.05)
-    return torch.softmax(q @ k.T, dim=-1) @ v
+    for _ in range(40):
+        out = torch.softmax(q @ k.T, dim=-1) @ v
+    return out
 ''', "passed", "the reference time", 0.0),
     "memoised_after_the_check": ('''import torch
 _seen = []

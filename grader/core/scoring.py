@@ -10,7 +10,7 @@ import math
 from datetime import datetime, timedelta
 
 from grader.core.manifest import LatePolicy, Manifest, SpeedThreshold, Task
-from grader.core.records import FAILED, PASSED, PENDING, Score, StaticFinding, TaskScore, TestOutcome
+from grader.core.records import FAILED, PASSED, PENDING, Score, StaticFinding, TaskScore, TestOutcome, TestScore
 from grader.sandbox.forbidden import finding_reason
 
 
@@ -41,6 +41,38 @@ def speed_fraction(thresholds: tuple[SpeedThreshold, ...], ratio: float) -> floa
     return 0.0
 
 
+def credit(task: Task | None, outcome: TestOutcome) -> float:
+    """The share of a test's points it earned: its fraction, and for a timing test the
+    manifest's speed fraction of the ratio the trusted clock measured (0 if its outputs
+    did not check out)."""
+    if outcome.status != PASSED:
+        return 0.0
+    timing = outcome.detail.get("timing")
+    if task is not None and task.kind == "timing" and isinstance(timing, dict) and "ratio" in timing:
+        return speed_fraction(task.speed, float(timing["ratio"])) if timing.get("verified", True) else 0.0
+    return outcome.fraction
+
+
+def test_scores(tasks: tuple[TaskScore, ...], outcomes: list[TestOutcome] | tuple[TestOutcome, ...],
+                manifest_tasks: dict[str, Task] | None = None) -> tuple[TestScore, ...]:
+    """Each test's share of its task's points (equal shares, quiz questions by weight) and what it
+    earned, in outcome order. A forbidden task's tests earn 0; a pending test earns 0 of its share."""
+    by_id = {t.task_id: t for t in tasks}
+    scores = []
+    for outcome in outcomes:
+        task = by_id.get(outcome.task)
+        if task is None:
+            scores.append(TestScore(outcome.name, outcome.task, 0.0, 0.0))
+            continue
+        siblings = [o for o in outcomes if o.task == outcome.task]
+        total = sum(o.detail.get("weight", 1.0) for o in siblings) or 1.0
+        share = round(task.points * outcome.detail.get("weight", 1.0) / total, 4)
+        manifest_task = (manifest_tasks or {}).get(outcome.task)
+        earned = 0.0 if task.status == "forbidden" else round(share * credit(manifest_task, outcome), 4)
+        scores.append(TestScore(outcome.name, outcome.task, share, earned))
+    return tuple(scores)
+
+
 def _task_score(task: Task, outcomes: list[TestOutcome], findings: list[StaticFinding]) -> TaskScore:
     judged = [o for o in outcomes if o.status != PENDING]
     passed = sum(o.status == PASSED for o in judged)
@@ -63,7 +95,7 @@ def _task_score(task: Task, outcomes: list[TestOutcome], findings: list[StaticFi
         return TaskScore(earned=0.0, status="pending",
                          reason=outcomes[0].message or "not judged on this machine", **common)
     weights = [o.detail.get("weight", 1.0) for o in judged]
-    share = sum(w * o.fraction for w, o in zip(weights, judged, strict=True)) / sum(weights)
+    share = sum(w * credit(task, o) for w, o in zip(weights, judged, strict=True)) / sum(weights)
     return TaskScore(earned=round(task.points * share, 4), **common)
 
 
@@ -79,4 +111,5 @@ def score(manifest: Manifest, outcomes: list[TestOutcome], findings: list[Static
     return Score(tasks=tasks, raw=round(raw, 4), late_days=days, late_penalty=penalty,
                  total=round(raw - penalty, 4), max_points=manifest.max_points,
                  pending_points=pending_points,
-                 bonus_earned=round(sum(t.earned for t in tasks if t.bonus), 4))
+                 bonus_earned=round(sum(t.earned for t in tasks if t.bonus), 4),
+                 tests=test_scores(tasks, outcomes, {t.id: t for t in manifest.tasks}))

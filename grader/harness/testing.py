@@ -313,9 +313,9 @@ class Check:
     def time_against(self, name: str, reference_fn, case) -> None:
         """Time the student's `name` against `reference_fn` on `case` (a grader.harness.timing.TimingCase).
 
-        Pending without a timing device. The ratio comes from the trusted wall clock
-        (grader.harness.timing); a kernel whose timed outputs do not match earns no speed credit."""
-        from grader.core.scoring import speed_fraction
+        Pending without a timing device. The measurement (the trusted clock's ratio,
+        whether every timed output checked out) goes into the record; the points come
+        from the manifest's speed thresholds, in grader.core.scoring."""
         from grader.harness.timing import TimingFailed, compare_speed
 
         device = self.context.timing_device
@@ -331,20 +331,15 @@ class Check:
         if case.flops:
             timing["student_tflops"] = case.flops / (result.student.median_ms * 1e-3) / 1e12
             timing["reference_tflops"] = case.flops / (result.reference.median_ms * 1e-3) / 1e12
+        self.record["timing"] = timing
         if not result.verified:
-            timing["fraction"] = 0.0
-            self.record["timing"] = timing
             raise AssertionError(f"{name}: the outputs of the timed calls do not match the reference "
                                  f"({result.problems[0]}), so the timing earns no speed credit: every timed "
                                  f"call must compute its whole output from its own inputs ({section}).")
-        thresholds = self.context.manifest.task(self.task_id).speed if self.context.manifest else ()
-        fraction = speed_fraction(thresholds, result.ratio)
-        timing["fraction"] = fraction
-        self.record["timing"] = timing
         where = "CPU-timed, " if device == "cpu" else ""
         rate = f", {timing['student_tflops']:.1f} TFLOP/s" if case.flops and device != "cpu" else ""
-        self.award(fraction, f"{result.ratio:.2f}× the reference time ({where}{result.student.median_ms:.3f} ms "
-                             f"vs {result.reference.median_ms:.3f} ms per call by the grader's clock{rate})")
+        self.record["detail"] = (f"{result.ratio:.2f}× the reference time ({where}{result.student.median_ms:.3f} ms "
+                                 f"vs {result.reference.median_ms:.3f} ms per call by the grader's clock{rate})")
 
     def award(self, fraction: float, detail: str) -> None:
         """Partial credit for this test (timing): 0 ≤ fraction ≤ 1."""

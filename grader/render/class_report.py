@@ -89,18 +89,22 @@ def _task_rows(manifest: Manifest, records: list[SubmissionRecord]) -> list[dict
 def _leaderboard(records: list[SubmissionRecord]) -> list[dict]:
     rows = []
     for record in records:
+        points = {t.name: t for t in record.result.score.tests}
         for outcome in record.result.outcomes:
             timing = outcome.detail.get("timing")
             if not timing:
                 continue
+            allocated = points.get(outcome.name)
             rows.append({
                 "student": record.student_id, "test": outcome.name, "task": outcome.task,
                 "ratio": round(float(timing["ratio"]), 3),
                 "student_ms": round(float(timing["student"]["median_ms"]), 4),
                 "tflops": round(float(timing.get("student_tflops", 0.0)), 2),
                 "reference_tflops": round(float(timing.get("reference_tflops", 0.0)), 2),
-                "gpu": (timing.get("environment") or {}).get("gpu") or "?",
-                "fraction": timing.get("fraction"),
+                "gpu": "CPU (interpreter)" if timing.get("cpu_timed")
+                       else (timing.get("environment") or {}).get("gpu") or "?",
+                "fraction": (allocated.score / allocated.max_score if allocated and allocated.max_score
+                             else timing.get("fraction")),
             })
     rows.sort(key=lambda r: (r["ratio"], r["student"]))
     for rank, row in enumerate(rows, start=1):

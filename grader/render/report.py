@@ -12,6 +12,7 @@ from pathlib import Path
 import jinja2
 
 from grader.core.records import FAILED, PASSED, PENDING, GradeResult
+from grader.core.scoring import test_scores
 from grader.core.text import printable_data
 from grader.render.figures import percent, png_data_uri, pyplot
 
@@ -59,12 +60,15 @@ def heatmap_png(student: list[list[float]], reference: list[list[float]]) -> str
 def view_model(result: GradeResult) -> dict:
     """Everything the template shows, precomputed; every string made printable (grader/text.py)."""
     score = result.score
+    points = {id(o): t for o, t in zip(result.outcomes, score.tests or test_scores(score.tasks, result.outcomes),
+                                          strict=True)}
     tasks = []
     for task in score.tasks:
         outcomes = [o for o in result.outcomes if o.task == task.task_id]
         tests = []
         for o in outcomes:
             timing = o.detail.get("timing")
+            allocated = points[id(o)]
             tests.append({
                 "name": o.name, "status": o.status, "kind": KIND_WORDS.get(o.kind, o.kind),
                 # the diagnosis gets its own box, so the message keeps only what was measured
@@ -73,14 +77,31 @@ def view_model(result: GradeResult) -> dict:
                 "output": o.output, "heatmap": heatmap_png(o.heatmap["student"], o.heatmap["reference"])
                 if o.heatmap and o.status == FAILED else None,
                 "timing": timing,
-                "speed_percent": round(100 * timing["fraction"]) if timing else None,
+                "speed_percent": percent(allocated.score, allocated.max_score) if timing else None,
+                "timed_on": ("CPU (interpreter)" if timing.get("cpu_timed")
+                             else (timing.get("environment") or {}).get("gpu")) if timing else None,
             })
+        share = percent(task.earned, task.points)
+        if task.status != "graded":
+            badge, badge_text = task.status, task.status
+        else:
+            badge = "passed" if share >= 100 else "failed"
+            badge_text = f"{task.passed}/{task.passed + task.failed} tests"
+        if task.passed and task.failed == 0 and task.status == "graded":
+            tests_line = f"All {task.passed} tests passed."
+        elif task.passed:
+            tests_line = f"{task.passed} other test(s) passed."
+        else:
+            tests_line = ""
         tasks.append({
             "id": task.task_id, "title": task.title, "earned": round(task.earned, 2),
             "points": task.points,
-            "percent": percent(task.earned, task.points), "status": task.status,
+            "percent": share, "status": task.status,
             "reason": task.reason, "bonus": task.bonus, "sections": ", ".join(task.sections),
             "passed": task.passed, "failed": task.failed, "pending": task.pending,
+            "bar": "zero" if task.earned == 0 else ("partial" if share < 100 else ""),
+            "badge": badge, "badge_text": badge_text, "tests_line": tests_line,
+            "all_passed": bool(task.passed and task.failed == 0 and task.status == "graded"),
             "tests": tests,
         })
     not_graded = [f"{t['title']}: {t['reason']}" for t in tasks if t["status"] == "pending"]

@@ -13,19 +13,8 @@ import tempfile
 from pathlib import Path
 
 from grader.core.records import PENDING, GradeResult
+from grader.core.scoring import test_scores
 from grader.core.text import printable_data
-
-
-def _test_points(result: GradeResult) -> dict[str, float]:
-    """Each test's share of its task's points (equal shares, quiz by weight)."""
-    shares: dict[str, float] = {}
-    for task in result.score.tasks:
-        tests = [o for o in result.outcomes if o.task == task.task_id]
-        weights = [o.detail.get("weight", 1.0) for o in tests]
-        total = sum(weights) or 1.0
-        for outcome, weight in zip(tests, weights, strict=True):
-            shares[outcome.name] = task.points * weight / total
-    return shares
 
 
 def _output(outcome, task_status: str, task_reason: str) -> str:
@@ -43,18 +32,17 @@ def _output(outcome, task_status: str, task_reason: str) -> str:
 
 def gradescope_results(result: GradeResult) -> dict:
     """Gradescope's results.json as a dict; every string made printable (grader/text.py)."""
-    shares = _test_points(result)
+    points = result.score.tests or test_scores(result.score.tasks, result.outcomes)  # older records: fractions
     tasks = {t.task_id: t for t in result.score.tasks}
     tests = []
-    for number, outcome in enumerate(result.outcomes, start=1):
+    for number, (outcome, allocated) in enumerate(zip(result.outcomes, points, strict=True), start=1):
         task = tasks.get(outcome.task)
-        max_score = round(shares.get(outcome.name, 0.0), 4)
         forbidden = task is not None and task.status == "forbidden"
         entry = {
             "name": f"{outcome.task} · {outcome.name}" if outcome.task else outcome.name,
             "number": str(number),
-            "score": 0.0 if forbidden else round(max_score * outcome.fraction, 4),
-            "max_score": max_score,
+            "score": allocated.score,
+            "max_score": allocated.max_score,
             "output": _output(outcome, task.status if task else "", task.reason if task else ""),
             "visibility": "visible",
             "tags": [t for t in (outcome.task, outcome.kind) if t],
