@@ -137,3 +137,28 @@ def test_protocol_round_trip_over_a_pipe():
     with pytest.raises(protocol.ChannelClosed):
         protocol.read_message(read_fd)
     os.close(read_fd)
+
+
+def test_the_runtime_copy_holds_everything_the_worker_imports_and_nothing_else():
+    """The worker's sys.path has only the runtime copy of the grader: every grader module the
+    supervisor and worker import (transitively) must be in it, and nothing else of the grader."""
+    import ast
+
+    package = ROOT / "grader" / "sandbox"
+    wanted, frontier = {"__init__.py"}, ["supervisor.py", "worker.py"]
+    while frontier:
+        name = frontier.pop()
+        wanted.add(name)
+        for node in ast.walk(ast.parse((package / name).read_text())):
+            modules = []
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("grader"):
+                modules = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+            elif isinstance(node, ast.Import):
+                modules = [a.name for a in node.names if a.name.startswith("grader")]
+            for module in modules:
+                assert module == "grader.sandbox" or module.startswith("grader.sandbox"), module
+                leaf = module.removeprefix("grader.sandbox").lstrip(".").split(".")[0]
+                if leaf and (package / f"{leaf}.py").is_file() and f"{leaf}.py" not in wanted:
+                    frontier.append(f"{leaf}.py")
+    assert wanted <= set(isolation.WORKER_MODULES), wanted - set(isolation.WORKER_MODULES)
+    assert "client.py" not in isolation.WORKER_MODULES and "isolation.py" not in isolation.WORKER_MODULES

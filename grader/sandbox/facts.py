@@ -20,20 +20,7 @@ from dataclasses import asdict, dataclass, field
 import torch
 from torch.overrides import TorchFunctionMode
 
-# API group → names of the torch functions / Tensor methods that reveal it at run time.
-FORBIDDEN_FUNCTIONS: dict[str, frozenset[str]] = {
-    "softmax": frozenset({"softmax", "log_softmax", "_softmax", "_log_softmax", "softmin",
-                          "_safe_softmax"}),
-    "sdpa": frozenset({"scaled_dot_product_attention", "_scaled_dot_product_attention_math",
-                       "_scaled_dot_product_flash_attention",
-                       "_scaled_dot_product_efficient_attention",
-                       "_scaled_dot_product_cudnn_attention", "_fused_sdp_choice"}),
-    "multihead_attention": frozenset({"multi_head_attention_forward",
-                                      "_native_multi_head_attention"}),
-    "matmul": frozenset({"matmul", "__matmul__", "__rmatmul__", "mm", "bmm", "baddbmm", "addmm",
-                         "addbmm", "einsum", "dot", "vdot", "mv", "linear", "tensordot",
-                         "chain_matmul", "inner"}),
-}
+from grader.sandbox.forbidden import ATTRIBUTES  # the one table: static names double as run-time ones
 
 
 @dataclass
@@ -140,7 +127,7 @@ def observe(forbidden: tuple[str, ...] = (), track_tensors: bool = False, device
     """Run a student call under observation; yields the CallFacts being filled in."""
     facts = CallFacts()
     install_triton_counter()
-    groups = {g: FORBIDDEN_FUNCTIONS[g] for g in forbidden if g in FORBIDDEN_FUNCTIONS}
+    groups = {g: ATTRIBUTES[g] for g in forbidden if g in ATTRIBUTES}
     use_cuda = device.startswith("cuda") and torch.cuda.is_available()
     if use_cuda:
         torch.cuda.synchronize()

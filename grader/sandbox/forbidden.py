@@ -10,8 +10,11 @@ below. Three more groups are added by the static check itself:
 * ``no_triton_launch`` for a task with ``requires = ["triton_launch"]`` whose
   functions never launch a @triton.jit kernel of the submission.
 
-The run-time side of the API groups is `grader.sandbox.facts.FORBIDDEN_FUNCTIONS`
-(a hint only: it runs in the student's process).
+This is the one table of forbidden APIs: the static check reads all of it, and
+the sandbox worker's run-time recorder (grader.sandbox.facts, a hint only: it runs
+in the student's process) matches the `__name__` of every torch function and
+Tensor method it sees against ATTRIBUTES. Standard library only: this module is
+part of the worker's runtime copy.
 """
 
 from __future__ import annotations
@@ -70,7 +73,8 @@ DOTTED: dict[str, frozenset[str]] = {
 }
 
 # Attribute names that give a group away whatever object they are read from
-# (x.softmax(...), F.softmax, getattr(F, "softmax"), vars(torch)["softmax"]).
+# (x.softmax(...), F.softmax, getattr(F, "softmax"), vars(torch)["softmax"]); at run time,
+# the names of the torch functions and Tensor methods that reveal the group.
 ATTRIBUTES: dict[str, frozenset[str]] = {
     "softmax": frozenset({"softmax", "log_softmax", "softmin", "_softmax", "_log_softmax",
                           "_safe_softmax", "Softmax", "LogSoftmax", "Softmin", "Softmax2d"}),
