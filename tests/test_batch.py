@@ -11,8 +11,10 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
 import re
 import sqlite3
+import time
 from concurrent.futures import Future
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
@@ -24,9 +26,9 @@ from click.testing import CliRunner
 
 from grader.cli.main import main
 from grader.core.course import Course
-from grader.core.errors import ClassDataError
+from grader.core.errors import ClassDataError, GraderError
 from grader.intake.submission import load_submission
-from grader.pipeline.batch import GradingJob, JobResult, discover, run_batch
+from grader.pipeline.batch import GradingJob, JobResult, LocalProcessExecutor, discover, run_batch, run_job
 from grader.render.class_report import class_view_model
 from grader.storage.gradebook import Gradebook
 
@@ -312,6 +314,99 @@ def test_a_dying_worker_is_retried_then_recorded(tmp_path: Path, mini_result_dic
                             write_reports=False)
     assert summary.graded == ["s01"] and "died 2 times" in summary.errors["s03"]
     assert executor.submitted.count("s03") == 2 and executor.restarts == 2  # a broken pool is always replaced
+
+
+def test_a_job_refused_by_a_broken_pool_is_not_charged(tmp_path: Path, mini_result_dict):
+    """A pool that broke between two waits refuses the next job at once: that job never ran."""
+    students = [s for s in STUDENTS if s.id in ("s01", "s03")]
+    course_dir, submissions = build_class(tmp_path, students)
+    results = {s.id: {**mini_result_dict, "student": s.id,
+                      "submission_sha256": load_submission(next(submissions.glob(f"{s.id}*")),
+                                                           ("mini.py",)).sha256} for s in students}
+
+    class Refusing(ReplayExecutor):
+        restarts = 0
+        refusals = 1
+
+        def submit(self, job: GradingJob) -> Future:
+            if job.student == "s03" and self.refusals:
+                self.refusals -= 1
+                raise BrokenProcessPool("A child process terminated abruptly")
+            return super().submit(job)
+
+        def restart(self) -> None:
+            self.restarts += 1
+
+    executor = Refusing(results)
+    with Gradebook(tmp_path / "gb.sqlite") as book:
+        summary = run_batch(Course(course_dir), ASSIGNMENT, submissions, book, jobs=1, executor=executor,
+                            write_reports=False)
+        assert sorted(summary.graded) == ["s01", "s03"] and summary.errors == {}
+        assert book.errors(ASSIGNMENT) == [] and executor.restarts == 1
+    # an executor that still refuses after its restart is the grader's problem, not a student's
+    executor = Refusing(results)
+    executor.refusals = 2
+    with Gradebook(tmp_path / "gb2.sqlite") as book, pytest.raises(GraderError, match="restarting did not"):
+        run_batch(Course(course_dir), ASSIGNMENT, submissions, book, jobs=1, executor=executor,
+                  write_reports=False)
+
+
+def _grade_or_kill_the_worker(job: GradingJob, killer: str, started: str) -> JobResult:
+    """A pool job: the killer's job ends its pool worker (os._exit) once a neighbour is being
+    graded; every other job is graded for real."""
+    if job.student == killer:
+        deadline = time.monotonic() + 120
+        while not any(Path(started).iterdir()) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        os._exit(70)
+    (Path(started) / job.student).touch()
+    return run_job(job)
+
+
+class KillingPool(LocalProcessExecutor):
+    """The real process pool, whose job for one student makes its pool worker exit."""
+
+    def __init__(self, jobs: int, killer: str, started: Path):
+        super().__init__(jobs)
+        self.killer, self.started = killer, str(started)
+        self.submitted: list[str] = []
+        self.restarts = 0
+
+    def submit(self, job: GradingJob) -> Future:
+        self.submitted.append(job.student)
+        if self._pool is None:
+            self._pool = self._start()
+        return self._pool.submit(_grade_or_kill_the_worker, job, self.killer, self.started)
+
+    def restart(self) -> None:
+        self.restarts += 1
+        super().restart()
+
+
+@pytest.mark.slow
+def test_a_worker_killed_by_one_job_costs_only_that_student(tmp_path: Path):
+    students = [s for s in STUDENTS if s.id in ("s01", "s03", "s05")]
+    course_dir, submissions = build_class(tmp_path, students)
+    started = tmp_path / "started"
+    started.mkdir()
+    executor = KillingPool(2, "s03", started)
+    try:
+        with Gradebook(tmp_path / "gb.sqlite") as book:
+            summary = run_batch(Course(course_dir), ASSIGNMENT, submissions, book, jobs=2, executor=executor)
+            errors = {e["student"]: e["error"] for e in book.errors(ASSIGNMENT)}
+            latest = book.latest(ASSIGNMENT)
+    finally:
+        executor.shutdown(cancel=True)
+    assert set(errors) == {"s03"} and "died 2 times" in errors["s03"]
+    assert sorted(summary.graded) == sorted(latest) == ["s01", "s05"]
+    for student in ("s01", "s05"):
+        assert latest[student].total == pytest.approx(BY_ID[student].expected_total, abs=1e-3)
+        assert (course_dir / ".grade" / "reports" / student / f"{ASSIGNMENT}.html").is_file()
+    # all three were in flight when s03 first killed its worker; each then ran alone, and only
+    # s03's own deaths were charged (twice, then recorded); a fresh pool after every death
+    assert sorted(executor.submitted[:3]) == ["s01", "s03", "s05"]
+    assert executor.submitted[3:] == ["s01", "s03", "s03", "s05"]
+    assert executor.restarts == 3
 
 
 def test_discover_names_students_by_stem_and_refuses_duplicates(tmp_path: Path):

@@ -26,6 +26,13 @@ Why the work is split this way:
   notebook, an exception inside the grader) is stored with
   `Gradebook.record_error` and the batch goes on. Errors are retried on the
   next run, so a fixed grader picks them up.
+- A grading worker that dies (BrokenProcessPool) fails every job in flight,
+  but only the job that broke the pool pays for it: the jobs in flight run
+  again one at a time, and a job that breaks the pool alone is retried, then
+  recorded as its error after MAX_POOL_RESTARTS; its neighbours are graded.
+
+The engine, one job per part: `_plan` hashes and skips, `_Dispatcher` feeds
+the executor and recovers from a broken pool, `_Recorder` writes every record.
 """
 
 from __future__ import annotations
@@ -138,7 +145,8 @@ class Executor(Protocol):
     """Where jobs run. Replace LocalProcessExecutor to grade on other machines.
 
     A future that fails with BrokenProcessPool means the workers died: the batch
-    then calls the executor's optional `restart()` and resubmits the jobs in flight.
+    then calls the executor's optional `restart()` and resubmits the jobs that were
+    in flight, one at a time.
     """
 
     def submit(self, job: GradingJob) -> Future[JobResult]: ...
@@ -339,133 +347,254 @@ def _noop(_event: str, _student: str, _summary: BatchSummary) -> None:
     pass
 
 
-def run_batch(course: Course, assignment_id: str, submissions_dir: str | Path, gradebook: Gradebook, *,
-              jobs: int = 1, force: bool = False, executor: Executor | None = None,
-              write_reports: bool = True, progress: ProgressCallback = _noop,
-              allow_weak_sandbox: bool = False) -> BatchSummary:
-    """Grade every submission in `submissions_dir` not yet graded; record each result.
+@dataclass(frozen=True)
+class _Intake:
+    """Reads a batch's entries and turns them into jobs (planning and feeding both read)."""
 
-    Raises SandboxRefused before grading anyone when this host cannot give the
-    course's required sandbox level (unless `allow_weak_sandbox`)."""
-    started = time.perf_counter()
-    manifest = load_manifest(course.assignment_dir(assignment_id) / "assignment.toml")
-    if not allow_weak_sandbox:
-        require_sandbox(course)
-    entries, ignored = discover(submissions_dir, strict=False)
-    stamps_path = Path(submissions_dir) / TIMESTAMPS_FILE
-    times = read_timestamps(stamps_path) if stamps_path.is_file() else {}
-    summary = BatchSummary(assignment_id, total=len(entries), ignored=ignored,
-                           max_points=manifest.max_points)
+    course: Course
+    assignment_id: str
+    files: tuple[str, ...]
+    times: dict[str, datetime]
+    gradebook_path: str
+    write_reports: bool
+    allow_weak_sandbox: bool
 
-    def load(entry: Entry) -> Submission:
+    def load(self, entry: Entry) -> Submission:
         with warnings.catch_warnings():  # nbformat's warnings about old notebooks, once per student
             warnings.simplefilter("ignore")
-            return load_submission(entry.path, manifest.files, student=entry.student,
-                                   submitted_at=times.get(entry.student))
+            return load_submission(entry.path, self.files, student=entry.student,
+                                   submitted_at=self.times.get(entry.student))
 
-    def fail(entry: Entry, sha256: str, error: str) -> None:
-        error = one_line(error, 2000)  # a record is one printable line, whatever the submission did
-        student = storable(entry.student)  # an entry named by undecodable bytes is still recorded
-        gradebook.record_error(student, assignment_id, sha256, error)
-        summary.errors[student] = error
-        progress("error", entry.student, summary)
-
-    # Plan: hash everything first (cheap), so skips are instant and the ETA is honest.
-    todo: deque[tuple[Entry, str]] = deque()
-    for entry in entries:
-        if entry.problem:
-            fail(entry, _raw_sha256(entry.path), entry.problem)
-            continue
-        try:
-            sha256 = load(entry).sha256
-        except Exception as exc:  # whatever a submission makes the reader raise is that entry's error
-            fail(entry, _raw_sha256(entry.path), _describe(exc))
-            continue
-        if not force and gradebook.has(entry.student, assignment_id, sha256):
-            summary.skipped.append(entry.student)
-            progress("skipped", entry.student, summary)
-            continue
-        todo.append((entry, sha256))
-    progress("planned", str(len(todo)), summary)
-
-    own_executor = executor is None
-    if executor is None:
-        executor = LocalProcessExecutor(jobs, course_root=str(course.root), assignment_id=assignment_id)
-    window = max(2, 2 * jobs)  # jobs in flight: enough to keep workers busy, files not all in memory
-    in_flight: dict[Future, tuple[Entry, Submission, int]] = {}
-    attempts: dict[str, int] = {}
-
-    def job_for(entry: Entry, submission: Submission) -> GradingJob:
-        report = course.report_path(entry.student, assignment_id) if write_reports else None
-        return GradingJob(course_root=str(course.root), assignment_id=assignment_id, path=str(entry.path),
-                          student=entry.student,
+    def job(self, entry: Entry, submission: Submission) -> GradingJob:
+        report = self.course.report_path(entry.student, self.assignment_id) if self.write_reports else None
+        return GradingJob(course_root=str(self.course.root), assignment_id=self.assignment_id,
+                          path=str(entry.path), student=entry.student,
                           submitted_at=submission.submitted_at.isoformat() if submission.submitted_at else None,
                           report_path=str(report) if report else None,
-                          allow_weak_sandbox=allow_weak_sandbox, protected=(str(gradebook.path),))
+                          allow_weak_sandbox=self.allow_weak_sandbox, protected=(self.gradebook_path,))
 
-    def feed() -> None:
-        while todo and len(in_flight) < window:
-            entry, _ = todo.popleft()
-            try:
-                submission = load(entry)  # read again: only the jobs in flight stay in memory
-                job = job_for(entry, submission)
-            except Exception as exc:  # as in planning: the entry's error, and the batch goes on
-                fail(entry, _raw_sha256(entry.path), _describe(exc))
-                continue
-            in_flight[executor.submit(job)] = (entry, submission, 0)
 
-    def finish(entry: Entry, submission: Submission, outcome: JobResult) -> None:
-        summary.worker_s += outcome.worker_s
+class _Recorder:
+    """Everything a batch writes: the gradebook (the parent is its only writer), the summary, progress."""
+
+    def __init__(self, gradebook: Gradebook, assignment_id: str, summary: BatchSummary,
+                 progress: ProgressCallback):
+        self.gradebook = gradebook
+        self.assignment_id = assignment_id
+        self.summary = summary
+        self.progress = progress
+
+    def error(self, entry: Entry, sha256: str, error: str) -> None:
+        error = one_line(error, 2000)  # a record is one printable line, whatever the submission did
+        student = storable(entry.student)  # an entry named by undecodable bytes is still recorded
+        self.gradebook.record_error(student, self.assignment_id, sha256, error)
+        self.summary.errors[student] = error
+        self.progress("error", entry.student, self.summary)
+
+    def skipped(self, entry: Entry) -> None:
+        self.summary.skipped.append(entry.student)
+        self.progress("skipped", entry.student, self.summary)
+
+    def outcome(self, entry: Entry, submission: Submission, outcome: JobResult) -> None:
+        """A finished job: its GradeResult recorded, or its error."""
+        self.summary.worker_s += outcome.worker_s
         if outcome.error is not None:
-            fail(entry, submission.sha256, outcome.error)
+            self.error(entry, submission.sha256, outcome.error)
             return
         from grader.core.records import GradeResult
 
         result = GradeResult.from_dict(outcome.result)
         if result.submission_sha256 != submission.sha256:
-            fail(entry, submission.sha256, "the files changed while they were being graded; run the batch again")
+            self.error(entry, submission.sha256,
+                       "the files changed while they were being graded; run the batch again")
             return
         try:
-            gradebook.record(result, submission)
+            self.gradebook.record(result, submission)
         except GradebookError:
             raise  # storage itself is broken: no point going on
         except Exception as exc:  # something in this student's result the gradebook cannot hold
-            fail(entry, submission.sha256, f"grader error: the result could not be recorded: {_describe(exc)}")
+            self.error(entry, submission.sha256,
+                       f"grader error: the result could not be recorded: {_describe(exc)}")
             return
-        summary.graded.append(entry.student)
-        summary.scores[entry.student] = result.score.total
-        progress("graded", entry.student, summary)
+        self.summary.graded.append(entry.student)
+        self.summary.scores[entry.student] = result.score.total
+        self.progress("graded", entry.student, self.summary)
 
-    try:
-        feed()
-        while in_flight:
-            done, _ = wait(list(in_flight), return_when=FIRST_COMPLETED)
-            broken = False
-            for future in done:
-                entry, submission, _ = in_flight.pop(future)
-                try:
-                    outcome = future.result()
-                except BrokenProcessPool:
-                    broken = True
-                    attempts[entry.student] = attempts.get(entry.student, 0) + 1
-                    if attempts[entry.student] >= MAX_POOL_RESTARTS:
-                        fail(entry, submission.sha256, "grader error: the grading worker process died "
-                                                       f"{MAX_POOL_RESTARTS} times on this submission")
-                    else:
-                        todo.appendleft((entry, submission.sha256))
-                    continue
-                except Exception as exc:  # an executor's own failure, kept per student
-                    outcome = JobResult(entry.student, error=_describe(exc))
-                finish(entry, submission, outcome)
+
+def _plan(entries: list[Entry], intake: _Intake, gradebook: Gradebook, recorder: _Recorder,
+          force: bool) -> deque[Entry]:
+    """Hash every entry first (cheap), so skips are instant and the ETA is honest: what is left to grade.
+
+    An entry that cannot be graded, or that the reader refuses, is recorded as its error here."""
+    todo: deque[Entry] = deque()
+    for entry in entries:
+        if entry.problem:
+            recorder.error(entry, _raw_sha256(entry.path), entry.problem)
+            continue
+        try:
+            sha256 = intake.load(entry).sha256
+        except Exception as exc:  # whatever a submission makes the reader raise is that entry's error
+            recorder.error(entry, _raw_sha256(entry.path), _describe(exc))
+            continue
+        if not force and gradebook.has(entry.student, intake.assignment_id, sha256):
+            recorder.skipped(entry)
+            continue
+        todo.append(entry)
+    return todo
+
+
+@dataclass
+class _Running:
+    """A job handed to the executor."""
+
+    entry: Entry
+    submission: Submission
+    order: int  # when it was handed over
+    alone: bool  # handed over as the only job in flight (after a break)
+    started: bool = True  # False: the executor refused it, its pool already broken
+
+
+class _Dispatcher:
+    """Feeds the executor a bounded window of jobs, records what comes back, recovers from a broken pool.
+
+    When a pool worker dies, the pool fails every job in flight (BrokenProcessPool),
+    so the break is pinned on a job only when that job was the one running: it is
+    charged an attempt and runs again alone, and after MAX_POOL_RESTARTS attempts
+    the death is recorded as its error. When several were running, none is
+    charged: the executor restarts and they run again one at a time (a window of
+    one) until each has finished alone, graded or charged; then the full window
+    resumes.
+    """
+
+    def __init__(self, executor: Executor, window: int, intake: _Intake, recorder: _Recorder):
+        self.executor = executor
+        self.window = window  # jobs in flight: enough to keep workers busy, files not all in memory
+        self.intake = intake
+        self.recorder = recorder
+        self.todo: deque[Entry] = deque()
+        self.suspects: deque[Entry] = deque()  # in flight at a break of unknown cause: each runs alone
+        self.in_flight: dict[Future, _Running] = {}
+        self.attempts: dict[str, int] = {}  # breaks charged, per student
+        self.handed = 0
+        self.restarted = False  # since the executor's last restart, nothing was accepted
+
+    def run(self, todo: deque[Entry]) -> None:
+        self.todo = todo
+        self._feed()
+        while self.in_flight:
+            done, _ = wait(list(self.in_flight), return_when=FIRST_COMPLETED)
+            broken = self._collect(done)
             if broken:
-                for future, (entry, submission, _) in list(in_flight.items()):
-                    in_flight.pop(future)
-                    todo.appendleft((entry, submission.sha256))
-                restart = getattr(executor, "restart", None)
-                if restart is None:
-                    raise GraderError("the executor's workers died and it cannot restart")
-                restart()
-            feed()
+                self._recover(broken)
+            self._feed()
+
+    def _next(self) -> tuple[Entry, bool] | None:
+        """The next entry to hand over and whether it runs alone; None while the window is full."""
+        if self.suspects or any(r.alone for r in self.in_flight.values()):
+            if self.in_flight or not self.suspects:
+                return None
+            return self.suspects.popleft(), True
+        if self.todo and len(self.in_flight) < self.window:
+            return self.todo.popleft(), False
+        return None
+
+    def _feed(self) -> None:
+        while (chosen := self._next()) is not None:
+            entry, alone = chosen
+            try:
+                submission = self.intake.load(entry)  # read again: only the jobs in flight stay in memory
+                job = self.intake.job(entry, submission)
+            except Exception as exc:  # as in planning: the entry's error, and the batch goes on
+                self.recorder.error(entry, _raw_sha256(entry.path), _describe(exc))
+                continue
+            running = _Running(entry, submission, self.handed, alone)
+            self.handed += 1
+            try:
+                future = self.executor.submit(job)
+            except BrokenProcessPool as exc:  # the pool broke since the last wait; this job never ran
+                if self.restarted:
+                    raise GraderError("the executor's workers died and restarting did not bring them back") \
+                        from exc
+                future = Future()
+                future.set_exception(exc)
+                running.started = False
+                self.in_flight[future] = running
+                return
+            self.restarted = False
+            self.in_flight[future] = running
+
+    def _collect(self, done: set[Future]) -> list[_Running]:
+        """Record every finished job; the jobs a broken pool failed are returned instead."""
+        broken: list[_Running] = []
+        for future in [f for f in self.in_flight if f in done]:
+            running = self.in_flight.pop(future)
+            try:
+                outcome = future.result()
+            except BrokenProcessPool:
+                broken.append(running)
+                continue
+            except Exception as exc:  # an executor's own failure, kept per student
+                outcome = JobResult(running.entry.student, error=_describe(exc))
+            self.recorder.outcome(running.entry, running.submission, outcome)
+        return broken
+
+    def _recover(self, broken: list[_Running]) -> None:
+        """After a break: charge the job that was running alone, or isolate those in flight; restart."""
+        caught = sorted([*broken, *self.in_flight.values()], key=lambda r: r.order)  # the break fails all
+        self.in_flight.clear()
+        for running in reversed(caught):
+            if not running.started:  # refused, never ran: back where it came from
+                (self.suspects if running.alone else self.todo).appendleft(running.entry)
+        ran = [r for r in caught if r.started]
+        if len(ran) == 1:
+            self._charge(ran[0])
+        else:
+            self.suspects.extendleft(r.entry for r in reversed(ran))
+        restart = getattr(self.executor, "restart", None)
+        if restart is None:
+            raise GraderError("the executor's workers died and it cannot restart")
+        restart()
+        self.restarted = True
+
+    def _charge(self, running: _Running) -> None:
+        student = running.entry.student
+        self.attempts[student] = self.attempts.get(student, 0) + 1
+        if self.attempts[student] >= MAX_POOL_RESTARTS:
+            self.recorder.error(running.entry, running.submission.sha256, "grader error: the grading worker "
+                                f"process died {MAX_POOL_RESTARTS} times on this submission")
+        else:
+            self.suspects.appendleft(running.entry)  # once more, alone
+
+
+def run_batch(course: Course, assignment_id: str, submissions_dir: str | Path, gradebook: Gradebook, *,
+              jobs: int | None = None, force: bool = False, executor: Executor | None = None,
+              write_reports: bool = True, progress: ProgressCallback = _noop,
+              allow_weak_sandbox: bool = False) -> BatchSummary:
+    """Grade every submission in `submissions_dir` not yet graded; record each result.
+
+    `jobs`: submissions graded at once (default DEFAULT_JOBS). Raises SandboxRefused
+    before grading anyone when this host cannot give the course's required sandbox
+    level (unless `allow_weak_sandbox`)."""
+    started = time.perf_counter()
+    manifest = load_manifest(course.assignment_dir(assignment_id) / "assignment.toml")
+    if not allow_weak_sandbox:
+        require_sandbox(course)
+    jobs = DEFAULT_JOBS if jobs is None else jobs
+    entries, ignored = discover(submissions_dir, strict=False)
+    stamps_path = Path(submissions_dir) / TIMESTAMPS_FILE
+    times = read_timestamps(stamps_path) if stamps_path.is_file() else {}
+    summary = BatchSummary(assignment_id, total=len(entries), ignored=ignored,
+                           max_points=manifest.max_points)
+    intake = _Intake(course, assignment_id, manifest.files, times, str(gradebook.path), write_reports,
+                     allow_weak_sandbox)
+    recorder = _Recorder(gradebook, assignment_id, summary, progress)
+    todo = _plan(entries, intake, gradebook, recorder, force)
+    progress("planned", str(len(todo)), summary)
+    own_executor = executor is None
+    if executor is None:
+        executor = LocalProcessExecutor(jobs, course_root=str(course.root), assignment_id=assignment_id)
+    try:
+        _Dispatcher(executor, max(2, 2 * jobs), intake, recorder).run(todo)
     finally:
         if own_executor:
             executor.shutdown(cancel=True)
