@@ -31,7 +31,7 @@ from grader.core.scoring import score
 from grader.intake.notebook import modules_from_notebook
 from grader.intake.submission import Submission
 from grader.render.class_report import class_view_model
-from grader.render.exports import export_csv, export_gradescope
+from grader.render.exports import export_csv, export_gradescope, write_csv
 from grader.render.similarity import clusters, find_similar, fingerprints, instructor_sources, tokens
 from grader.ship.release import find_leaks, release
 from grader.storage.gradebook import Gradebook
@@ -236,6 +236,25 @@ def test_exports_from_a_synthetic_gradebook(course: Path, gradebook: Path, tmp_p
         book.record(fake_result("../evil"), Submission(files={}, source="x", form="folder", student="../evil"))
         with pytest.raises(ClassDataError, match="folder name"):
             export_gradescope(Course(course), "mini", book, tmp_path / "gs2")
+
+
+def test_csv_export_file_is_written_whole(course: Path, gradebook: Path, tmp_path: Path):
+    out = tmp_path / "exports" / "grades.csv"
+    with Gradebook(gradebook) as book:
+        text = export_csv(Course(course), "mini", book)
+        assert write_csv(Course(course), "mini", book, out) == out
+        assert out.read_text(encoding="utf-8") == text
+        out.chmod(0o640)
+        out.write_text("old\n")
+        write_csv(Course(course), "mini", book, out)  # written again: new text, same permissions
+        assert out.read_text(encoding="utf-8") == text and out.stat().st_mode & 0o777 == 0o640
+        with pytest.raises(OSError):  # the rename cannot replace a folder: nothing half-written is left
+            write_csv(Course(course), "mini", book, tmp_path / "exports")
+    assert sorted(p.name for p in out.parent.iterdir()) == ["grades.csv"]
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")) == []
+    result = invoke("--course", str(course), "export", "mini", "--format", "csv", "--out", str(out),
+                    "--gradebook", str(gradebook))
+    assert result.exit_code == 0 and f"csv: {out}" in result.output and out.read_text(encoding="utf-8") == text
 
 
 # ------------------------------------------------------------------------ release

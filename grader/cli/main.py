@@ -215,11 +215,11 @@ def batch(course: Course, assignment: str, submissions_dir: str, jobs: int | Non
     Resumable: files already graded are skipped. Optional SUBMISSIONS_DIR/timestamps.csv
     (student,submitted_at) dates the submissions for the late policy."""
     from grader.cli.console import RichProgress, print_summary
-    from grader.pipeline.batch import DEFAULT_JOBS, run_batch
+    from grader.pipeline.batch import run_batch
     from grader.storage.gradebook import Gradebook
 
     with Gradebook(course.gradebook_path(gradebook_path)) as book, RichProgress() as progress:
-        summary = run_batch(course, assignment, submissions_dir, book, jobs=jobs or DEFAULT_JOBS,
+        summary = run_batch(course, assignment, submissions_dir, book, jobs=jobs,
                             force=force, write_reports=not no_reports, progress=progress,
                             allow_weak_sandbox=allow_weak_sandbox)
     print_summary(summary)
@@ -273,21 +273,17 @@ def report(course: Course, assignment: str, out: str | None, gradebook_path: str
 @library_errors
 def export(course: Course, assignment: str, fmt: str, out: str | None, gradebook_path: str | None) -> None:
     """Grades for a spreadsheet or LMS, or per-student Gradescope results.json files."""
-    from grader.render.exports import export_csv, export_gradescope
+    from grader.render.exports import export_csv, export_gradescope, gradescope_folder, write_csv
 
     with _existing_gradebook(course, gradebook_path) as book:
-        if fmt == "csv":
-            text = export_csv(course, assignment, book)
-            if out is None:
-                click.echo(text, nl=False)
-                return
-            Path(out).parent.mkdir(parents=True, exist_ok=True)
-            Path(out).write_text(text, encoding="utf-8")
-            click.echo(f"csv: {out}", err=True)
-            return
-        folder = Path(out) if out else course.state_dir / "exports" / f"{assignment}-gradescope"
-        written = export_gradescope(course, assignment, book, folder)
-    click.echo(f"{len(written)} results.json file(s) under {folder}")
+        if fmt == "gradescope":
+            folder = gradescope_folder(course, assignment, out)
+            written = export_gradescope(course, assignment, book, folder)
+            click.echo(f"{len(written)} results.json file(s) under {folder}")
+        elif out is None:
+            click.echo(export_csv(course, assignment, book), nl=False)
+        else:
+            click.echo(f"csv: {write_csv(course, assignment, book, out)}", err=True)
 
 
 @main.group()
@@ -326,11 +322,11 @@ def release(course: Course, assignment: str, out: str | None) -> None:
 
 @main.command()
 @click.argument("assignment", required=False)
-@click.option("--jobs", type=click.IntRange(1, 64), default=1, show_default=True,
-              help="Grade this many workspaces in parallel.")
+@click.option("--jobs", type=click.IntRange(1, 64), default=None,
+              help="Grade this many workspaces in parallel (default: one at a time).")
 @pass_course
 @library_errors
-def validate(course: Course, assignment: str | None, jobs: int) -> None:
+def validate(course: Course, assignment: str | None, jobs: int | None) -> None:
     """Instructor self-test: reference full marks, stubs zero, every mutant caught and diagnosed."""
     from rich.console import Console
     from rich.markup import escape

@@ -22,6 +22,8 @@ from grader.core.records import GradeResult
 from grader.harness.diagnose import Mutant, load_reference
 from grader.pipeline.batch import GradingJob, LocalProcessExecutor
 
+VALIDATE_JOBS = 1  # workspaces graded at once unless asked for more: one pool worker
+
 
 @dataclass(frozen=True)
 class Verdict:
@@ -108,9 +110,10 @@ def judge_mutant(result: GradeResult, mutant: Mutant, task_id: str) -> tuple[boo
     return True, f"caught by {failed} test(s), diagnosed as itself; {own.earned:g}/{own.points:g}"
 
 
-def validate(course: Course, assignment_id: str, jobs: int = 1,
+def validate(course: Course, assignment_id: str, jobs: int | None = None,
              progress: Callable[[Verdict], None] | None = None) -> list[Verdict]:
-    """Grade the reference, the stubs and every mutant; one Verdict each."""
+    """Grade the reference, the stubs and every mutant; one Verdict each (`jobs` at once,
+    default VALIDATE_JOBS)."""
     manifest = load_manifest(course.assignment_dir(assignment_id) / "assignment.toml")
     _, mutants = load_reference(course.root, assignment_id, manifest.files)
     verdicts: list[Verdict] = []
@@ -123,7 +126,7 @@ def validate(course: Course, assignment_id: str, jobs: int = 1,
         for mutant in mutants:
             workspace = reference_workspace(course, manifest, temp_dir / mutant.id, mutant)
             subjects.append((mutant.id, workspace, mutant))
-        executor = LocalProcessExecutor(jobs, course_root=str(course.root),
+        executor = LocalProcessExecutor(VALIDATE_JOBS if jobs is None else jobs, course_root=str(course.root),
                                         assignment_id=assignment_id)
         try:
             # The subjects are the instructor's own code: no sandbox level is required to grade them.

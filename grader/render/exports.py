@@ -16,6 +16,9 @@ from __future__ import annotations
 
 import csv
 import io
+import os
+import secrets
+import stat
 from pathlib import Path
 
 from grader.core.course import Course
@@ -69,6 +72,37 @@ def export_csv(course: Course, assignment_id: str, book: Gradebook) -> str:
     writer.writerow(header)
     writer.writerows(rows)
     return buffer.getvalue()
+
+
+def write_csv(course: Course, assignment_id: str, book: Gradebook, out: str | Path) -> Path:
+    """Write export_csv's text to `out` and return its path.
+
+    Written to a temporary file beside it, then renamed over it: a reader never
+    sees half a file, and a failed export leaves the old one as it was."""
+    path = Path(out)
+    text = export_csv(course, assignment_id, book)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        mode = stat.S_IMODE(os.stat(path).st_mode)  # a file written again keeps its permissions
+    except FileNotFoundError:
+        mode = None
+    temp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
+    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)  # the umask applies
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            if mode is not None:
+                os.fchmod(fh.fileno(), mode)
+            fh.write(text)
+        os.replace(temp, path)
+    except BaseException:
+        temp.unlink(missing_ok=True)
+        raise
+    return path
+
+
+def gradescope_folder(course: Course, assignment_id: str, out_dir: str | Path | None = None) -> Path:
+    """Where export_gradescope writes: `out_dir`, else <course>/.grade/exports/ASSIGNMENT-gradescope."""
+    return Path(out_dir) if out_dir else course.state_dir / "exports" / f"{assignment_id}-gradescope"
 
 
 def export_gradescope(course: Course, assignment_id: str, book: Gradebook, out_dir: str | Path) -> list[Path]:
