@@ -3,7 +3,8 @@
 #   1. the Triton kernels' tests, natively (bf16 included)
 #   2. the timing harness's tests
 #   3. the TFLOP/s benchmark (our kernel, torch SDPA, naive)
-#   4. `grade submit assignment3` on the reference and on a slow (16x16-tile) submission
+#   4. `grade submit assignment3` on the reference and on a slow (16x16-tile) submission,
+#      written by scripts/make_slow_kernel.py
 # then one summary table. Output folder: $1 (default: gpu-check-out/).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -18,6 +19,7 @@ python -m pytest tests/test_kernels.py tests/test_timing.py -q -m "gpu or not gp
 python benchmarks/bench_flash.py 2>&1 | tee "$out/bench-flash.txt"
 grade submit assignment3 --workspace reference/assignment3 --student reference --no-record \
   --json "$out/reference.json" --html "$out/reference.html" > "$out/reference.txt" 2>&1
-grade submit assignment3 --workspace tests/fixtures/assignment3_slow --student slow --no-record \
+python scripts/make_slow_kernel.py "$out/slow-kernel" > /dev/null
+grade submit assignment3 --workspace "$out/slow-kernel" --student slow --no-record \
   --json "$out/slow.json" --html "$out/slow.html" > "$out/slow.txt" 2>&1
 python scripts/gpu_summary.py "$out/reference.json" "$out/slow.json" | tee "$out/summary.txt"
