@@ -11,13 +11,10 @@ and the hidden suite tells the reference, the stubs and every known wrong versio
 
 from __future__ import annotations
 
-import importlib.util
 import inspect
 import math
-import shutil
 import subprocess
 import sys
-import tomllib
 from pathlib import Path
 
 import pytest
@@ -30,6 +27,7 @@ if str(ROOT) not in sys.path:  # `reference` is a top-level package of the cours
 from grader.core.manifest import load_manifest  # noqa: E402
 from grader.harness.diagnose import load_mutants  # noqa: E402
 from reference.assignment2 import multihead, positions  # noqa: E402
+from tests import content_harness as harness  # noqa: E402
 
 ASSIGNMENT = ROOT / "assignments" / "assignment2"
 REFERENCE = ROOT / "reference" / "assignment2"
@@ -241,10 +239,7 @@ def test_alibi_bias_alignment_on_the_reference():
 
 def test_stubs_and_reference_share_signatures():
     for filename, ref_module in MODULES.items():
-        spec = importlib.util.spec_from_file_location(f"_assignment2_stub_{Path(filename).stem}",
-                                                      ASSIGNMENT / filename)
-        stubs = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(stubs)
+        stubs = harness.load_file(ASSIGNMENT / filename, f"_assignment2_stub_{Path(filename).stem}")
         for task in MANIFEST.tasks:
             for name in task.functions:
                 if not hasattr(ref_module, name):
@@ -267,20 +262,8 @@ def test_every_mutant_belongs_to_a_task_and_keeps_the_signature():
 
 
 def test_quiz_files_agree():
-    questions = tomllib.loads((ASSIGNMENT / "quiz.toml").read_text())["questions"]
-    key = tomllib.loads((REFERENCE / "quiz_key.toml").read_text())
-    blank = tomllib.loads((ASSIGNMENT / "answers.toml").read_text())
-    ids = [q["id"] for q in questions]
-    assert len(ids) == len(set(ids))
-    assert set(ids) == set(key["answers"]) == set(key["explanations"]) == set(blank)
-    assert all(value == "" for value in blank.values())  # the template gives nothing away
-    for q in questions:
-        answer = key["answers"][q["id"]]
-        if q["kind"] == "choice":
-            assert isinstance(answer, int) and 0 <= answer < len(q["choices"]), q["id"]
-        else:
-            assert q["kind"] == "numeric" and {"value", "tolerance"} <= set(answer), q["id"]
-        assert q["section"].startswith("§")
+    problems = harness.quiz_problems(ASSIGNMENT, REFERENCE, exact_numbers=True)  # head counts are exact
+    assert not problems, problems
 
 
 # =============================================================================
@@ -288,26 +271,7 @@ def test_quiz_files_agree():
 # =============================================================================
 
 
-class _Outcomes:
-    """pytest plugin: (outcome, task, diagnosis id) of every test, by node id."""
-
-    def __init__(self):
-        self.tasks: dict[str, str | None] = {}
-        self.results: dict[str, tuple[str, str | None, str | None]] = {}
-
-    def pytest_collection_modifyitems(self, items):
-        for item in items:
-            marker = item.get_closest_marker("task")
-            self.tasks[item.nodeid] = marker.args[0] if marker else None
-
-    def pytest_runtest_logreport(self, report):
-        if report.when == "call" or report.outcome != "passed":
-            record = dict(report.user_properties).get("grade", {})
-            diagnosis = (record.get("diagnosis") or {}).get("id")
-            previous = self.results.get(report.nodeid)
-            if previous is None or previous[0] == "passed":
-                self.results[report.nodeid] = (report.outcome, self.tasks.get(report.nodeid),
-                                               diagnosis)
+SEED = 20270111
 
 
 @pytest.fixture
@@ -317,27 +281,6 @@ def one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(threads)
-
-
-def _run_suite(tests: Path, workspace: Path, seed: int = 20270111) -> dict:
-    collector = _Outcomes()
-    # no:unraisableexception: its gc.collect() passes after every session cost seconds here.
-    code = pytest.main([str(tests), "-q", "-p", "no:cacheprovider", "-p", "no:unraisableexception",
-                        "--import-mode=importlib", "-o", "addopts=", "--grade-workspace", str(workspace),
-                        "--grade-seed", str(seed), "--no-header", "--tb=no", "-rN"],
-                       plugins=[collector])
-    assert code in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED), f"pytest exit code {code}"
-    assert collector.results, f"no tests ran in {tests}"
-    return collector.results
-
-
-def _mutant_workspace(mutant, folder: Path) -> Path:
-    for filename, module in MODULES.items():
-        text = (REFERENCE / filename).read_text(encoding="utf-8")
-        if hasattr(module, mutant.function):
-            text += f"\n\n{mutant.source()}\n{mutant.function} = {mutant.fn.__name__}\n"
-        (folder / filename).write_text(text, encoding="utf-8")
-    return folder
 
 
 def test_hidden_suite_on_the_command_line():
@@ -352,33 +295,19 @@ def test_hidden_suite_on_the_command_line():
 @pytest.mark.parametrize("suite", ["hidden", "public"])
 def test_reference_passes_and_stubs_fail(suite, one_thread):
     tests = (REFERENCE if suite == "hidden" else ASSIGNMENT) / "tests"
-    on_reference = _run_suite(tests, REFERENCE)
-    assert [nodeid for nodeid, r in on_reference.items() if r[0] != "passed"] == []
-    on_stubs = _run_suite(tests, ASSIGNMENT)
-    assert [nodeid for nodeid, r in on_stubs.items() if r[0] != "failed"] == []
+    on_reference = harness.run_suite([tests], REFERENCE, SEED)
+    assert not harness.reference_problems(on_reference), harness.reference_problems(on_reference)
+    on_stubs = harness.run_suite([tests], ASSIGNMENT, SEED)
+    assert not harness.stub_problems(on_stubs), harness.stub_problems(on_stubs)
     code_tasks = {t.id for t in MANIFEST.tasks if t.kind == "code"}
-    assert {r[1] for r in on_reference.values()} == code_tasks  # every test has a code task
+    assert {t["task"] for t in on_reference["tests"].values()} == code_tasks  # every test has a code task
 
 
-def test_each_mutant_fails_only_its_own_task_and_is_named(tmp_path, one_thread):
+def test_each_mutant_fails_only_its_own_task_and_is_named(one_thread):
+    runs = harness.run_mutants("assignment2", MUTANTS, lambda m: [REFERENCE / "tests"], lambda: SEED)
     problems = []
     for mutant in MUTANTS:
         task = MANIFEST.task_for_function(mutant.function).id
-        folder = tmp_path / mutant.id
-        folder.mkdir()
-        results = _run_suite(REFERENCE / "tests", _mutant_workspace(mutant, folder))
-        failed = {nodeid: r for nodeid, r in results.items() if r[0] != "passed"}
-        elsewhere = sorted(nodeid for nodeid, r in failed.items() if r[1] != task)
-        named = [nodeid for nodeid, r in failed.items() if r[2] == mutant.id]
-        misnamed = sorted(f"{nodeid} → {r[2]}" for nodeid, r in failed.items()
-                          if r[2] not in (None, mutant.id))
-        if not failed:
-            problems.append(f"{mutant.id}: no hidden test fails")
-        if elsewhere:
-            problems.append(f"{mutant.id}: fails tests of other tasks: {elsewhere}")
-        if failed and not named:
-            problems.append(f"{mutant.id}: never diagnosed as itself")
-        if misnamed:
-            problems.append(f"{mutant.id}: diagnosed as another mutant: {misnamed}")
-        shutil.rmtree(folder)
+        others = {m.id for m in MUTANTS} - {mutant.id}
+        problems += harness.mutant_problems(runs[mutant.id], mutant.id, task, not_named_as=others)
     assert not problems, "\n".join(problems)
