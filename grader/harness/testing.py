@@ -68,14 +68,6 @@ class _Namespace:
             raise AttributeError(f"the reference has no function {name!r}") from None
 
 
-class _StudentFunctions:
-    def __init__(self, check: Check):
-        self._check = check
-
-    def __getattr__(self, name: str):
-        return lambda *args, **kwargs: self._check.call(name, *args, **kwargs)
-
-
 class Check:
     """Per-test helper. `record` collects evidence the report shows."""
 
@@ -86,7 +78,6 @@ class Check:
         self.device = context.device
         self.gen = torch.Generator().manual_seed((context.seed ^ zlib.crc32(nodeid.encode())) & 0x7FFFFFFF)
         self.record: dict = {}
-        self.student = _StudentFunctions(self)
         self.reference = _Namespace(context.reference)
 
     # ---------------------------------------------------------------- inputs
