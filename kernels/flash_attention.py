@@ -33,7 +33,7 @@ import triton.language as tl
 
 INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"  # read once: decoration time decides
 HEAD_DIMS = (16, 32, 64, 128)
-LOG2E = 1.4426950408889634  # exp(x) = exp2(x · log2 e): exp2 is the cheaper instruction
+LOG2E = tl.constexpr(1.4426950408889634)  # exp(x) = exp2(x · log2 e): exp2 is the cheaper instruction
 
 
 def attention_flops(batch: int, heads: int, n: int, head_dim: int, causal: bool) -> float:
@@ -165,7 +165,7 @@ def _attn_fwd(Q, K, V, Out, LSE,
     m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
     l_i = tl.zeros([BLOCK_M], tl.float32)
     acc = tl.zeros([BLOCK_M, HEAD_DIM], tl.float32)
-    qk_scale = sm_scale * 1.4426950408889634  # log2(e)
+    qk_scale = sm_scale * LOG2E
 
     # Keys this tile can see: [lo, hi). Blocks in [lo, mid) need no mask at all.
     lo = 0
@@ -235,7 +235,7 @@ def _attn_bwd_dkdv(Q, K, V, DO, LSE, Delta, DK, DV,
                 mask=in_n, other=0.0)  # (BLOCK_N, D)
     dk = tl.zeros([BLOCK_N, HEAD_DIM], tl.float32)
     dv = tl.zeros([BLOCK_N, HEAD_DIM], tl.float32)
-    qk_scale = sm_scale * 1.4426950408889634
+    qk_scale = sm_scale * LOG2E
     offset = N_KV - N_Q
     lo = 0
     hi = N_Q
@@ -300,7 +300,7 @@ def _attn_bwd_dq(Q, K, V, DO, LSE, Delta, DQ,
     lse = tl.load(LSE + pid_bh * N_Q + offs_m, mask=offs_m < N_Q, other=float("inf"))
     delta = tl.load(Delta + pid_bh * N_Q + offs_m, mask=offs_m < N_Q, other=0.0)
     dq = tl.zeros([BLOCK_M, HEAD_DIM], tl.float32)
-    qk_scale = sm_scale * 1.4426950408889634
+    qk_scale = sm_scale * LOG2E
     offset = N_KV - N_Q
     pos_m = offs_m + offset
     lo = 0
