@@ -6,8 +6,8 @@ per file and one for the whole. Nothing is read before its size is known:
   that is not a regular file are skipped), and the number and sizes of its
   files are checked from their metadata before a byte is read;
 - a zip's entries are counted and their headers checked (size, ratio,
-  method, password) before any is decompressed (grader/archive.py);
-- a notebook's file size is checked before it is read (grader/notebook.py).
+  method, password) before any is decompressed (grader/intake/archive.py);
+- a notebook's file size is checked before it is read (grader/intake/notebook.py).
 The caps below apply to every form alike; archive paths are never trusted.
 Every problem, of any kind, is one SubmissionError naming the file and what
 to do.
@@ -271,7 +271,7 @@ def load_submission(path: str | Path, module_files: tuple[str, ...], *, student:
     """Read a folder, .zip or .ipynb within the caps. Raises SubmissionError with a one-line reason.
 
     The student id is `student`, else the workspace's name (a folder's name, a
-    file's stem); either must follow grader/student_ids.py.
+    file's stem); either must follow grader/core/student_ids.py.
     """
     path = Path(path)
     label = _shown(path.name or str(path))

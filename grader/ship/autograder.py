@@ -106,7 +106,7 @@ def _course_files(course: Course, assignment_id: str) -> dict[str, Path]:
 
 def _readme(assignment_id: str) -> str:
     return (f"# Autograder for {assignment_id}\n\nGradescope runs `setup.sh` once, then `run_autograder`"
-            f" per submission; see grader/autograder.py.\n")
+            f" per submission; see grader/ship/autograder.py.\n")
 
 
 def build_autograder(course: Course, assignment_id: str, out: str | Path | None = None) -> Path:

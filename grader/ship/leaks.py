@@ -1,4 +1,4 @@
-"""Instructor material recognised by meaning, not bytes (used by grader/release.py).
+"""Instructor material recognised by meaning, not bytes (used by grader/ship/release.py).
 
 Re-indenting, re-wrapping, renaming or re-quoting a file changes its bytes,
 not what it says, so two comparisons look past the layout:

@@ -9,7 +9,7 @@ file under `reference/<id>/` and `kernels/`:
 - a function or class of an instructor `.py` file (one that does something:
   not only a docstring, `pass`, `...` or `raise NotImplementedError`) found
   inside a bundled file;
-- the same meaning in another layout (grader/leaks.py): a bundled `.py`
+- the same meaning in another layout (grader/ship/leaks.py): a bundled `.py`
   module, function or class whose syntax tree matches an instructor one
   once layout, docstrings, annotations and names are set aside; a bundled
   `.toml` with the same data as an instructor one, the answers of a quiz

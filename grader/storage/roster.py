@@ -1,7 +1,7 @@
 """Class-level CSV inputs: the roster (id,name,email) and submission times.
 
 Both are read strictly: a bad header, a student id that breaks the rule of
-grader/student_ids.py or an unreadable time stops the command before
+grader/core/student_ids.py or an unreadable time stops the command before
 anything is graded, because a silently ignored row would mean a wrong late
 penalty or a student missing from the class report.
 """
