@@ -174,7 +174,7 @@ def double(x):
 def double(x):
     from grader.storage import gradebook
     return x * 2
-''', {"*": ("raised", "ImportError: cannot import name 'gradebook' from 'grader'")}),
+''', {"*": ("raised", "ModuleNotFoundError: No module named 'grader.storage'")}),
     "import_reference_kernels": ('''
 def double(x):
     import kernels.flash_attention
@@ -551,3 +551,40 @@ def test_peak_memory_is_measured_from_outside_the_worker(level: str) -> None:
         result = box.call("hog", (8192,), track_tensors=True)
         assert result.status == "ok" and result.facts.memory_measured_by == "grader"
         assert result.facts.peak_memory_bytes >= 8192 * 8192 * 4 * 0.95  # 256 MiB, whatever the worker says
+
+
+POISONER = b'''
+import torch, grader.sandbox.worker as worker_module
+
+torch.ones = lambda *args, **kwargs: torch.zeros(*args, **kwargs)  # for every later student, it hopes
+worker_module._plain = lambda value, path="value": "poisoned"
+
+def ones(n):
+    return torch.ones(n)
+
+def write_into_the_runtime():
+    with open(worker_module.__file__, "a") as fh:
+        fh.write("\\n_plain = None\\n")
+'''
+CLEAN = b'''
+import torch
+
+def ones(n):
+    return torch.ones(n)
+'''
+
+
+def test_one_student_cannot_poison_the_next_worker(level: str) -> None:
+    """Workers at the no-namespace level fork from one template that imported torch: what a student
+    changes in its worker stays in its own process, and the template's files are read-only."""
+    import torch
+
+    from grader.sandbox.client import Sandbox
+
+    with Sandbox({"p.py": POISONER}, ["p.py"]) as first:
+        assert first.call("ones", (3,)).value == "poisoned"  # it did poison its own worker...
+        written = first.call("write_into_the_runtime")
+        assert (written.status, written.error.get("type")) == ("raised", "PermissionError")
+    with Sandbox({"c.py": CLEAN}, ["c.py"]) as second:  # ...and the next student's worker is untouched
+        result = second.call("ones", (3,))
+        assert result.status == "ok" and torch.equal(result.value, torch.ones(3))

@@ -15,10 +15,14 @@ worker that stops half-way through a reply cannot hold the grader.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
+import json
 import os
+import select
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -62,23 +66,29 @@ def _signal_name(code: int) -> str:
         return f"signal {code}"
 
 
-def _read_status(fd: int) -> int | None:
-    """The worker's wait status from the supervisor's status pipe ("exit N"), if it wrote one."""
-    os.set_blocking(fd, False)
+def _drain_status(fd: int, deadline: float) -> tuple[int | None, bool]:
+    """Read the supervisor's status pipe to its end ("pid N", then "exit S" when it is done):
+    the worker's wait status if it wrote one, and whether the supervisor finished in time."""
     data = b""
+    ended = False
     while True:
+        left = deadline - time.monotonic()
+        if left <= 0 or not select.select([fd], [], [], left)[0]:
+            break
         try:
             chunk = os.read(fd, 4096)
         except OSError:
             break
         if not chunk:
+            ended = True
             break
         data += chunk
+    status = None
     for line in data.decode(errors="replace").splitlines():
         word, _, value = line.partition(" ")
         if word == "exit" and value.lstrip("-").isdigit():
-            return int(value)
-    return None
+            status = int(value)
+    return status, ended
 
 
 def _status_bytes(pid: int, key: str) -> int | None:
@@ -126,6 +136,76 @@ def describe_status(status: int | None) -> str:
     return f"exited with code {os.WEXITSTATUS(status)} (os._exit or a hard exit in your code)"
 
 
+ZYGOTE_OFF_ENV = "GRADE_NO_ZYGOTE"  # start every worker from scratch, as under bubblewrap
+
+
+class Zygote:
+    """This process's template worker for one kind of worker (CPU or GPU): see grader.sandbox.zygote.
+
+    Started on first use and kept for the life of the process, so a batch's pool
+    worker imports torch once for all the students it grades, not once per student."""
+
+    _running: dict[bool, Zygote] = {}
+
+    def __init__(self, use_gpu: bool):
+        self.use_gpu = use_gpu
+        self.runtime = isolation.build_runtime(Path(tempfile.mkdtemp(prefix="grade-runtime-")))
+        self.runtime.chmod(0o755)
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        bootstrap = (f"import sys; sys.path.insert(0, {str(self.runtime)!r}); "
+                     f"from grader.sandbox.zygote import main; main({theirs.fileno()})")
+        env = isolation.scrubbed_env(use_gpu, str(self.runtime), str(self.runtime))
+        self.log = self.runtime.parent / f"{self.runtime.name}.log"  # outside what workers may read
+        with open(os.open(self.log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600), "ab") as log:
+            self.proc = subprocess.Popen([sys.executable, "-I", "-c", bootstrap], cwd=self.runtime, env=env,
+                                         stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+                                         pass_fds=(theirs.fileno(),), start_new_session=True)
+        theirs.close()
+        self.channel = ours
+        self.replies = ours.makefile("rb")
+
+    @classmethod
+    def shared(cls, use_gpu: bool) -> Zygote:
+        zygote = cls._running.get(use_gpu)
+        if zygote is None or zygote.proc.poll() is not None:
+            zygote = cls._running[use_gpu] = cls(use_gpu)
+        return zygote
+
+    def spawn(self, message: dict, fds: list[int], deadline: float) -> int | None:
+        """Fork a supervisor for one worker; its pid, or None if the template did not answer in time."""
+        try:
+            socket.send_fds(self.channel, [json.dumps(message).encode()], fds)
+            self.channel.settimeout(max(0.001, deadline - time.monotonic()))
+            line = self.replies.readline()
+        except OSError:
+            return None
+        finally:
+            self.channel.settimeout(None)
+        try:
+            pid = int(line)
+        except ValueError:
+            return None
+        return pid if pid > 0 else None
+
+    def close(self) -> None:
+        self.channel.close()
+        try:
+            self.proc.wait(timeout=STOP_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+        shutil.rmtree(self.runtime, ignore_errors=True)
+        self.log.unlink(missing_ok=True)
+
+    @classmethod
+    def close_all(cls) -> None:
+        for zygote in cls._running.values():
+            zygote.close()
+        cls._running.clear()
+
+
+atexit.register(Zygote.close_all)
+
+
 class Sandbox:
     """One student's worker process, restarted after every timeout or crash."""
 
@@ -164,7 +244,9 @@ class Sandbox:
             missing["bubblewrap"] = "not used for this worker"
         layers = (set(predicted.layers) - {"bubblewrap", "process"}) | {isolation_level}
         self.isolation = Isolation(isolation.ordered(layers), {}, missing)
-        self._proc: subprocess.Popen | None = None
+        self._proc: subprocess.Popen | None = None  # an exec'd supervisor (bubblewrap, or no template)
+        self._supervisor_pid: int | None = None  # a supervisor forked by the template worker
+        self._running = False
         self._ready = False
         self._awaiting_hello = False
         self._worker_pid: int | None = None
@@ -203,12 +285,20 @@ class Sandbox:
             read_paths=isolation.python_roots() + isolation.library_paths(self.use_gpu) + [runtime],
             protected=list(self.protected))
 
+    @property
+    def uses_zygote(self) -> bool:
+        """A no-namespace worker forks from the template worker (unless GRADE_NO_ZYGOTE is set)."""
+        return self.base == "process" and not os.environ.get(ZYGOTE_OFF_ENV)
+
     def start(self) -> None:
         """Start a worker (the caller may do other work until the first call)."""
-        if self._proc is not None:
+        if self._running:
             return
         workdir = self._fresh_workdir()
-        if self._runtime is None:
+        zygote = Zygote.shared(self.use_gpu) if self.uses_zygote else None
+        if zygote is not None:
+            self._runtime = zygote.runtime
+        elif self._runtime is None:
             self._runtime = isolation.build_runtime(Path(self._root) / "runtime")
         bwrap = self.base == "bubblewrap"
         runtime = isolation.RUNTIME_MOUNT if bwrap else str(self._runtime)
@@ -218,6 +308,13 @@ class Sandbox:
         stat_r, stat_w = os.pipe()
         spec = self._spec(workdir, runtime, {"request_fd": req_r, "reply_fd": rep_w, "lifeline_fd": life_r,
                                              "status_fd": stat_w})
+        if zygote is not None:
+            self._start_from(zygote, spec, workdir, (req_r, rep_w, life_r, stat_w))
+            os.set_blocking(req_w, False)
+            self._req_w, self._rep_r, self._life_w, self._stat_r = req_w, rep_r, life_w, stat_r
+            self._ready = False
+            self._awaiting_hello = True
+            return
         bootstrap = (f"import sys; sys.path.insert(0, {runtime!r}); "
                      f"from grader.sandbox.supervisor import main; main({spec.to_json()!r})")
         command = [sys.executable, "-I", "-c", bootstrap]
@@ -241,8 +338,23 @@ class Sandbox:
                 os.close(fd)
         os.set_blocking(req_w, False)  # a worker that stops reading costs a deadline, not a hang
         self._req_w, self._rep_r, self._life_w, self._stat_r = req_w, rep_r, life_w, stat_r
+        self._running = True
         self._ready = False
         self._awaiting_hello = True
+
+    def _start_from(self, zygote: Zygote, spec: WorkerSpec, workdir: str, fds: tuple[int, int, int, int]) -> None:
+        """Have the template fork this worker's supervisor (it receives the pipes and the output file)."""
+        env = isolation.scrubbed_env(self.use_gpu, os.path.join(workdir, ".home"), os.path.join(workdir, ".tmp"))
+        output = os.open(self._output_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        self._output_read = os.lseek(output, 0, os.SEEK_END)
+        try:
+            pid = zygote.spawn({"spec": json.loads(spec.to_json()), "env": env}, [*fds, output],
+                               min(self.deadline, time.monotonic() + STARTUP_TIMEOUT_S))
+        finally:
+            for fd in (*fds, output):
+                os.close(fd)
+        self._supervisor_pid = pid
+        self._running = True  # a template that failed shows as a worker that never reports
 
     def _confirm(self, message: dict) -> None:
         """The isolation of the worker that just reported: its own report, checked from outside."""
@@ -328,26 +440,30 @@ class Sandbox:
 
     def _stop(self) -> int | None:
         """End the worker and everything it started; the worker's wait status, if known."""
-        if self._proc is None:
+        if not self._running:
             return None
         proc, self._proc = self._proc, None
+        supervisor, self._supervisor_pid = self._supervisor_pid, None
+        self._running = False
         self._ready = False
         self.restarts += 1
         os.close(self._life_w)  # the supervisor kills the whole tree, reports and exits
-        try:
-            proc.wait(timeout=STOP_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
+        status, ended = _drain_status(self._stat_r, time.monotonic() + STOP_TIMEOUT_S)
+        if not ended:  # the supervisor did not finish: kill it (everything below it goes by uid)
             try:
-                os.killpg(proc.pid, signal.SIGKILL)
+                if proc is not None:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                elif supervisor is not None:
+                    os.kill(supervisor, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):
                 pass
+        if proc is not None:
             try:
                 proc.wait(timeout=STOP_TIMEOUT_S)
             except subprocess.TimeoutExpired:
                 pass
         if self._slot is not None:
             uids.sweep(self._slot.uid)  # whatever might have left the tree, by uid
-        status = _read_status(self._stat_r)
         for fd in (self._req_w, self._rep_r, self._stat_r):
             try:
                 os.close(fd)
@@ -483,7 +599,7 @@ class Sandbox:
                 self._signal_all(signal.SIGCONT)
 
     def _signal_all(self, number: int) -> bool:
-        if self._slot is None or self._proc is None:
+        if self._slot is None or not self._running:
             return False
         for pid in uids.processes_of(self._slot.uid):
             try:
