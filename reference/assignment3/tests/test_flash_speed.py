@@ -1,7 +1,7 @@
 """Hidden tests of task flash_speed (timing): the student's kernel against
 kernels.flash_attention.attention, on the same device in the same run.
 
-The timing protocol (grader.timing) decides: fresh inputs for every call, the
+The timing protocol (grader.harness.timing) decides: fresh inputs for every call, the
 grader's own clock around each block, the reference timed between the
 student's blocks, every timed output checked. Points come from the manifest's
 speed thresholds on the ratio of per-call times. On a GPU the shapes are large
@@ -13,7 +13,7 @@ first be correct on the timed shape to be timed at all.
 
 import pytest
 
-from grader.timing import TimingCase, inputs_for
+from grader.harness.timing import TimingCase, inputs_for
 
 pytestmark = pytest.mark.task("flash_speed")
 
