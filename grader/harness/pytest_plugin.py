@@ -99,6 +99,14 @@ def pytest_report_header(config: pytest.Config) -> str | None:
     return f"grade: input seed {seed}" if seed else None
 
 
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, exitstatus: int,
+                            config: pytest.Config) -> None:
+    """The seed the `check` inputs came from, also when this run chose it (plain pytest)."""
+    seed = config.getoption("--grade-seed", default=None)
+    if seed is not None:
+        terminalreporter.write_line(f"grade: input seed {seed} (the same inputs again: --grade-seed {seed})")
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     outcome = yield
