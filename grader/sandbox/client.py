@@ -188,6 +188,7 @@ class Zygote:
         return pid if pid > 0 else None
 
     def close(self) -> None:
+        self.replies.close()  # the file holds the socket open too: close both, so the template sees EOF
         self.channel.close()
         try:
             self.proc.wait(timeout=STOP_TIMEOUT_S)

@@ -82,6 +82,9 @@ def _become_supervisor(message: dict, fds: list[int], channel: socket.socket) ->
 
 def main(control_fd: int) -> None:
     """Serve spawn requests until the trusted side closes the socket. Never returns."""
+    import ctypes
+
+    ctypes.CDLL(None).prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG: it holds nothing to save
     _preload()
     channel = socket.socket(fileno=control_fd)
     signal.signal(signal.SIGCHLD, lambda *_: _reap())
