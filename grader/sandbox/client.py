@@ -120,8 +120,8 @@ def host_pid(reported: int, uid: int | None, namespaced: bool) -> int | None:
     return None
 
 
-def describe_status(status: int | None) -> str:
-    """A worker's wait status in words a student can act on."""
+def describe_status(status: int | None, student_code_ran: bool = True) -> str:
+    """A worker's wait status in words a student can act on (`student_code_ran`: after its files were imported)."""
     if status is None:
         return "stopped answering"
     if os.WIFSIGNALED(status):
@@ -133,6 +133,8 @@ def describe_status(status: int | None) -> str:
         if name == "SIGSEGV":
             return "crashed with a segmentation fault (SIGSEGV)"
         return f"was killed by {name}"
+    if not student_code_ran:
+        return f"exited with code {os.WEXITSTATUS(status)} before any student file was imported"
     return f"exited with code {os.WEXITSTATUS(status)} (os._exit or a hard exit in your code)"
 
 
@@ -398,10 +400,10 @@ class Sandbox:
         self.start()
         if self._ready:
             return self.isolation
-        deadline = min(self.deadline, time.monotonic() + STARTUP_TIMEOUT_S)
-        state, message = self._read(deadline)
+        timeout = max(0.0, min(STARTUP_TIMEOUT_S, self.budget_left_s))  # what is left of the budget, at most
+        state, message = self._read(time.monotonic() + timeout)
         if state != "ok" or not isinstance(message, dict) or "ready" not in message:
-            detail = self._death_detail(state, STARTUP_TIMEOUT_S)
+            detail = self._death_detail(state, timeout, student_code_ran=False)
             self.kill()
             output = self._new_output().strip()
             raise SandboxUnavailable(f"the sandbox worker did not start: it {detail}"
@@ -432,12 +434,12 @@ class Sandbox:
         return CallResult(status="timeout" if state == "timeout" else "crashed",
                           detail=f"while importing your files: {detail}", output=self._new_output())
 
-    def _death_detail(self, state: str, timeout: float) -> str:
+    def _death_detail(self, state: str, timeout: float, student_code_ran: bool = True) -> str:
         if state == "timeout":
             return f"did not answer within {timeout:g} s"
         if state == "garbled":
             return "broke the grader's channel (its reply was not a valid message)"
-        return describe_status(self._stop())
+        return describe_status(self._stop(), student_code_ran)
 
     def _stop(self) -> int | None:
         """End the worker and everything it started; the worker's wait status, if known."""
