@@ -31,8 +31,12 @@ import tempfile
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from types import ModuleType
+from typing import TYPE_CHECKING
 
 import pytest
+
+if TYPE_CHECKING:
+    from grader.harness.diagnose import Mutant
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # `reference` is a top-level package of the course root
@@ -103,7 +107,7 @@ def failing(run: dict) -> dict[str, dict]:
 # --------------------------------------------------------------------- mutants
 
 
-def mutant_workspace(folder: Path, assignment_id: str, mutant) -> Path:
+def mutant_workspace(folder: Path, assignment_id: str, mutant: Mutant) -> Path:
     """`folder` as `grade validate` builds it for `mutant`: the reference with the mutant swapped in."""
     from grader.core.course import Course
     from grader.core.manifest import load_manifest
@@ -114,7 +118,7 @@ def mutant_workspace(folder: Path, assignment_id: str, mutant) -> Path:
     return reference_workspace(course, manifest, folder, mutant)
 
 
-def run_mutants(assignment_id: str, mutants: Iterable, tests: Callable[[object], Sequence[Path]],
+def run_mutants(assignment_id: str, mutants: Iterable[Mutant], tests: Callable[[Mutant], Sequence[Path]],
                 seed: Callable[[], int]) -> dict[str, dict]:
     """{mutant id: the run of `tests(mutant)` on its workspace}, each workspace in a temporary folder."""
     runs: dict[str, dict] = {}
