@@ -232,8 +232,7 @@ def quiz_problems(assignment: Path, reference: Path, *, exact_numbers: bool = Fa
     (assignment/answers.toml) agree: the same question ids, a blank template, a section for every
     question, a valid key for every kind (a numeric answer has a tolerance above 0, or of 0 with
     `exact_numbers`); the key scores full marks and the blank template nothing."""
-    import tomllib
-
+    from grader.core.compat import tomllib
     from grader.core.quiz import grade_quiz, load_key, load_questions
 
     questions = tomllib.loads((assignment / "quiz.toml").read_text(encoding="utf-8"))["questions"]

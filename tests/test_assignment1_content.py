@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import inspect
 import sys
-import tomllib
 from pathlib import Path
 
 import pytest
+
+from grader.core.compat import tomllib
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:

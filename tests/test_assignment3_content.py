@@ -26,10 +26,11 @@ import inspect
 import random
 import sys
 import tempfile
-import tomllib
 from pathlib import Path
 
 import pytest
+
+from grader.core.compat import tomllib
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # `reference` is a top-level package of the course root

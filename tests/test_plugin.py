@@ -39,9 +39,11 @@ def test_outside_a_course(check):
 
 
 def _mutant():
-    from grader.harness.diagnose import load_mutants
+    from grader.core.manifest import load_manifest
+    from grader.harness.diagnose import load_reference
 
-    return next(m for m in load_mutants("reference.assignment1.mutants") if m.id == MUTANT_ID)
+    manifest = load_manifest(ASSIGNMENT / "assignment.toml")  # this course's reference, whatever ran before
+    return next(m for m in load_reference(ROOT, "assignment1", manifest.files)[1] if m.id == MUTANT_ID)
 
 
 def _cases(xml: Path) -> dict[str, tuple[str, str]]:

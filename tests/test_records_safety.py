@@ -235,7 +235,7 @@ def test_a_reformatted_reference_and_quiz_key_make_release_exit_3(tmp_path: Path
 
 
 def tomllib_load(path: Path) -> dict:
-    import tomllib
+    from grader.core.compat import tomllib
 
     return tomllib.loads(path.read_text())
 

@@ -3,10 +3,9 @@ submission (`grade submit ASSIGNMENT --workspace reference/ASSIGNMENT` earns ful
 
 from __future__ import annotations
 
-import tomllib
-
 import pytest
 
+from grader.core.compat import tomllib
 from grader.core.course import Course
 from grader.core.quiz import grade_quiz, load_key, load_questions
 from tests.conftest import ROOT

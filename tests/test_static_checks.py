@@ -1,5 +1,8 @@
 from __future__ import annotations
 
+import importlib.util
+import sys
+
 import pytest
 
 from grader.core.manifest import parse_manifest
@@ -286,7 +289,9 @@ def test_code_too_deep_to_follow_is_refused_not_a_crash(terms):
     source = "import torch\ndef softmax(x, dim=-1):\n    return " + " + ".join(["x"] * terms) + "\n"
     findings, _ = check_sources(FULL, {"a.py": source})
     expected = set() if terms == 3000 else {("soft", "evasion"), ("attn", "evasion"), ("flash", "evasion")}
-    if terms == 20000:  # parsed, too deep to walk: import-time code of a.py, for every task that imports it
+    if terms == 20000 or (terms == 200000 and sys.version_info < (3, 11)):
+        # parsed, too deep to walk: the function is refused for every task that reaches it (Python 3.10's
+        # parser, given a deep stack, still reads 200000 terms; 3.11's refuses the file, for every task)
         expected = {("soft", "evasion")}
     assert {(f.task, f.group) for f in findings} == expected
 
@@ -329,8 +334,8 @@ def test_grader_reference_and_kernels_imports_count_for_every_task():
 def test_numpy_and_other_array_libraries_in_a_from_scratch_task():
     assert found("import numpy as np, torch\ndef softmax(x, dim=-1):\n"
                  "    return torch.from_numpy(np.exp(x.numpy()))\n") == {("soft", "numpy")}
-    assert found("from scipy.special import softmax as s\ndef softmax(x, dim=-1):\n    return s(x)\n") == {
-        ("soft", "numpy")}
+    scipy = {("soft", "numpy")} | (set() if importlib.util.find_spec("scipy") else {("soft", "evasion")})
+    assert found("from scipy.special import softmax as s\ndef softmax(x, dim=-1):\n    return s(x)\n") == scipy
     assert found("import numpy as np\ndef free(x):\n    return np.exp(x)\n") == set()  # not forbidden there
     assert found("import numpy as np\ndef attend(q, k):\n    return q\n") == set()  # imported, never used
 

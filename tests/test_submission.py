@@ -70,3 +70,14 @@ def test_broken_notebooks_are_clear_errors(tmp_path, content):
 def test_missing_workspace(tmp_path):
     with pytest.raises(SubmissionError, match="does not exist"):
         load_submission(tmp_path / "nope", ("mini.py",))
+
+
+def test_a_notebook_cell_nested_too_deep_is_read_without_crashing_the_grader(tmp_path):
+    """Before Python 3.11 parsing such a cell overflowed the C stack: a segmentation fault of the grader."""
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell("def double(x):\n    return " + "+".join(["x"] * 120000) + "\n"),
+                nbformat.v4.new_code_cell("def normalize(x):\n    return x\n")]
+    path = tmp_path / "deep.ipynb"
+    path.write_text(nbformat.writes(nb))
+    sub = load_submission(path, ("mini.py",))
+    assert b"def normalize" in sub.files["mini.py"]

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import click
 
+from grader.core.compat import parse_iso
 from grader.core.course import Course, find_course
 from grader.core.errors import GraderError, SandboxRefused
 from grader.core.text import one_line
@@ -40,7 +41,7 @@ def iso_datetime(_ctx, _param, value: str | None) -> datetime | None:
     if value is None:
         return None
     try:
-        parsed = datetime.fromisoformat(value)
+        parsed = parse_iso(value)
     except ValueError as exc:
         raise click.BadParameter(f"not an ISO 8601 date-time: {value!r}") from exc
     if parsed.tzinfo is None:

@@ -6,11 +6,11 @@ A manifest is the single place where points live. Tests name their task with
 
 from __future__ import annotations
 
-import tomllib
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
+from grader.core.compat import parse_iso, tomllib
 from grader.core.errors import ManifestError
 from grader.sandbox.forbidden import API_GROUPS, REQUIREMENTS
 from grader.sandbox.limits import SandboxLimits
@@ -171,7 +171,7 @@ def _parse_datetime(value, where: str) -> datetime | None:
         parsed = value
     elif isinstance(value, str):
         try:
-            parsed = datetime.fromisoformat(value)
+            parsed = parse_iso(value)
         except ValueError as exc:
             raise ManifestError(f"{where}: not an ISO 8601 date-time: {value!r}") from exc
     else:

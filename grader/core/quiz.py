@@ -8,10 +8,10 @@ A wrong answer's feedback names the section to reread, never the answer.
 from __future__ import annotations
 
 import math
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
+from grader.core.compat import tomllib
 from grader.core.errors import ManifestError
 from grader.core.records import FAILED, PASSED, TestOutcome
 

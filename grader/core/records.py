@@ -9,7 +9,8 @@ to, and serialise as, their plain strings.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from enum import StrEnum
+
+from grader.core.compat import StrEnum
 
 
 class Status(StrEnum):

@@ -13,10 +13,10 @@ checked by type and range, one clear error per problem.
 
 from __future__ import annotations
 
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from grader.core.compat import tomllib
 from grader.core.errors import SettingsError
 from grader.sandbox.isolation import LAYER_ORDER
 from grader.sandbox.uids import DEFAULT_UID_RANGE

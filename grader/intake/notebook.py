@@ -21,6 +21,7 @@ import ast
 import json
 import re
 
+from grader.core.compat import with_deep_stack
 from grader.core.errors import SubmissionError
 from grader.core.text import one_line
 
@@ -118,7 +119,7 @@ def read_cells(notebook_bytes: bytes, label: str = "notebook") -> list[tuple[str
 def _parse(source: str) -> tuple[ast.Module | None, str]:
     """The cell's syntax tree, or why there is none (never raises)."""
     try:
-        return ast.parse(source), ""
+        return with_deep_stack(ast.parse, source), ""
     except SyntaxError as exc:
         return None, f"{exc.msg}, line {exc.lineno}"
     except (ValueError, RecursionError, MemoryError) as exc:  # null bytes, absurd nesting

@@ -42,6 +42,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 
+from grader.core.compat import with_deep_stack
 from grader.core.manifest import Manifest, Task
 from grader.core.records import StaticFinding
 from grader.sandbox.forbidden import (
@@ -56,6 +57,8 @@ from grader.sandbox.forbidden import (
     NO_TRITON_LAUNCH,
     NUMPY_MODULES,
 )
+
+TRY_NODES = tuple(getattr(ast, name) for name in ("Try", "TryStar") if hasattr(ast, name))  # TryStar: 3.11+
 
 COMPILED_SUFFIXES: tuple[str, ...] = tuple(dict.fromkeys(
     [*importlib.machinery.EXTENSION_SUFFIXES, *importlib.machinery.BYTECODE_SUFFIXES, ".so", ".pyd"]))
@@ -368,7 +371,7 @@ class _Program:
                 yield from self._statements(node.body + node.orelse)
             elif isinstance(node, (ast.With, ast.AsyncWith)):
                 yield from self._statements(node.body)
-            elif isinstance(node, (ast.Try, ast.TryStar)):
+            elif isinstance(node, TRY_NODES):
                 handlers = [s for h in node.handlers for s in h.body]
                 yield from self._statements(node.body + handlers + node.orelse + node.finalbody)
 
@@ -626,7 +629,7 @@ class _Walker:
         elif isinstance(node, (ast.With, ast.AsyncWith)):
             for item in node.items:
                 self.visit(item)
-        elif isinstance(node, (ast.Try, ast.TryStar)):
+        elif isinstance(node, TRY_NODES):
             for handler in node.handlers:
                 if handler.type is not None:
                     self.visit(handler.type)
@@ -1093,7 +1096,7 @@ def check_sources(manifest: Manifest, sources: dict[str, str],
     limit = sys.getrecursionlimit()
     sys.setrecursionlimit(max(limit, RECURSION_LIMIT))
     try:
-        return _check(manifest, sources, other_files)
+        return with_deep_stack(_check, manifest, sources, other_files)
     finally:
         sys.setrecursionlimit(limit)
 

@@ -54,6 +54,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Protocol
 
+from grader.core.compat import parse_iso
 from grader.core.course import Course
 from grader.core.errors import ClassDataError, GradebookError, GraderError, SubmissionError
 from grader.core.manifest import load_manifest
@@ -112,7 +113,7 @@ def run_job(job: GradingJob) -> JobResult:
 
         warnings.simplefilter("ignore")  # nbformat's notes on old notebooks would flood the terminal
         course = Course(Path(job.course_root))
-        when = datetime.fromisoformat(job.submitted_at) if job.submitted_at else None
+        when = parse_iso(job.submitted_at) if job.submitted_at else None
         submission = open_submission(course, job.assignment_id, job.path, student=job.student,
                                      submitted_at=when)
         result = grade(course, job.assignment_id, submission, mode="submit", seed=job.seed,

@@ -10,12 +10,13 @@ from __future__ import annotations
 import os
 import random
 import time
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 
 import torch
 
 from grader import __version__
+from grader.core.compat import UTC
 from grader.core.course import Course
 from grader.core.errors import GraderError, SandboxFailed, SandboxRefused, UnknownTask
 from grader.core.manifest import Manifest, load_manifest

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import ast
 import tempfile
-import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from grader.core.compat import tomllib
 from grader.core.course import Course
 from grader.core.manifest import Manifest, load_manifest
 from grader.core.quiz import ANSWERS_FILE

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import statistics
 from collections import Counter, defaultdict
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 
+from grader.core.compat import UTC
 from grader.core.course import Course
 from grader.core.manifest import Manifest, load_manifest
 from grader.core.records import FAILED

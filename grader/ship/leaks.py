@@ -25,10 +25,10 @@ from __future__ import annotations
 
 import ast
 import copy
-import tomllib
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from grader.core.compat import tomllib
 from grader.core.quiz import Question, is_right
 
 DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)

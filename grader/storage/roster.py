@@ -12,6 +12,7 @@ import csv
 from datetime import datetime
 from pathlib import Path
 
+from grader.core.compat import parse_iso
 from grader.core.errors import ClassDataError
 from grader.core.student_ids import check_student_id
 
@@ -61,7 +62,7 @@ def read_timestamps(path: str | Path) -> dict[str, datetime]:
         student, value = row["student"], row["submitted_at"]
         check_student_id(student, f"{path}, line {number}", fix="use the id the submission is named by")
         try:
-            when = datetime.fromisoformat(value)
+            when = parse_iso(value)
         except ValueError as exc:
             raise ClassDataError(f"{path}, line {number}: not an ISO 8601 date-time: {value!r}") from exc
         if when.tzinfo is None:
