@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from datetime import datetime, timedelta
+from fractions import Fraction
 
 from grader.core.manifest import LatePolicy, Manifest, SpeedThreshold, Task
 from grader.core.records import FAILED, PASSED, PENDING, Score, StaticFinding, TaskScore, TestOutcome, TestScore
@@ -53,23 +54,76 @@ def credit(task: Task | None, outcome: TestOutcome) -> float:
     return outcome.fraction
 
 
+POINT_DECIMALS = 2  # every allocated point is a whole number of hundredths
+_UNITS_PER_POINT = 10 ** POINT_DECIMALS
+
+
+def _units(points: float) -> int:
+    """`points` as a whole number of 10**-POINT_DECIMALS units."""
+    return round(Fraction(points) * _UNITS_PER_POINT)
+
+
+def _points(units: int) -> float:
+    return round(units / _UNITS_PER_POINT, POINT_DECIMALS)
+
+
+def largest_remainder(total_units: int, weights: list[float]) -> list[int]:
+    """`total_units` split in proportion to `weights`, in whole units that add up to it exactly.
+
+    Each part is first its quota rounded down; the units left over go one each to the
+    parts with the largest remainders, earlier parts first on a tie (Hamilton's rule)."""
+    exact = [Fraction(w) for w in weights]
+    whole = sum(exact)
+    if not exact:
+        return []
+    if whole <= 0:  # no weights: equal parts
+        exact, whole = [Fraction(1)] * len(weights), Fraction(len(weights))
+    quotas = [total_units * w / whole for w in exact]
+    parts = [math.floor(q) for q in quotas]
+    left = total_units - sum(parts)
+    by_remainder = sorted(range(len(quotas)), key=lambda i: (-(quotas[i] - parts[i]), i))
+    for i in by_remainder[:left]:
+        parts[i] += 1
+    return parts
+
+
+def _allocate(task: Task | None, status: str, points: float,
+              outcomes: list[TestOutcome]) -> list[tuple[int, int]]:
+    """(share, earned) in units for each of one task's outcomes.
+
+    The tests that were judged share the task's points by weight (largest remainder);
+    when none was judged (a pending task) all of them share it. A test earns its share
+    times its credit, rounded to a unit; a forbidden task's tests earn 0."""
+    judged = [o.status != PENDING for o in outcomes]
+    sharing = judged if any(judged) else [True] * len(outcomes)
+    weights = [o.detail.get("weight", 1.0) for o, shares in zip(outcomes, sharing, strict=True) if shares]
+    parts = iter(largest_remainder(_units(points), weights))
+    allocated = []
+    for outcome, shares in zip(outcomes, sharing, strict=True):
+        share = next(parts) if shares else 0
+        earned = 0 if status == "forbidden" else round(share * Fraction(credit(task, outcome)))
+        allocated.append((share, earned))
+    return allocated
+
+
 def test_scores(tasks: tuple[TaskScore, ...], outcomes: list[TestOutcome] | tuple[TestOutcome, ...],
                 manifest_tasks: dict[str, Task] | None = None) -> tuple[TestScore, ...]:
-    """Each test's share of its task's points (equal shares, quiz questions by weight) and what it
-    earned, in outcome order. A forbidden task's tests earn 0; a pending test earns 0 of its share."""
+    """Each test's share of its task's points and what it earned, in outcome order: the one
+    place per-test points are computed (rule: `_allocate`, at POINT_DECIMALS decimals).
+
+    A task's shares add up to its points exactly and its tests' earned points to its
+    earned points; a test of no known task has no share."""
     by_id = {t.task_id: t for t in tasks}
+    allocated: dict[int, tuple[int, int]] = {}
+    for task in tasks:
+        mine = [i for i, o in enumerate(outcomes) if o.task == task.task_id]
+        parts = _allocate((manifest_tasks or {}).get(task.task_id), task.status, task.points,
+                          [outcomes[i] for i in mine])
+        allocated.update(zip(mine, parts, strict=True))
     scores = []
-    for outcome in outcomes:
-        task = by_id.get(outcome.task)
-        if task is None:
-            scores.append(TestScore(outcome.name, outcome.task, 0.0, 0.0))
-            continue
-        siblings = [o for o in outcomes if o.task == outcome.task]
-        total = sum(o.detail.get("weight", 1.0) for o in siblings) or 1.0
-        share = round(task.points * outcome.detail.get("weight", 1.0) / total, 4)
-        manifest_task = (manifest_tasks or {}).get(outcome.task)
-        earned = 0.0 if task.status == "forbidden" else round(share * credit(manifest_task, outcome), 4)
-        scores.append(TestScore(outcome.name, outcome.task, share, earned))
+    for i, outcome in enumerate(outcomes):
+        share, earned = allocated.get(i, (0, 0)) if outcome.task in by_id else (0, 0)
+        scores.append(TestScore(outcome.name, outcome.task, _points(share), _points(earned)))
     return tuple(scores)
 
 
@@ -94,9 +148,8 @@ def _task_score(task: Task, outcomes: list[TestOutcome], findings: list[StaticFi
     if not judged:
         return TaskScore(earned=0.0, status="pending",
                          reason=outcomes[0].message or "not judged on this machine", **common)
-    weights = [o.detail.get("weight", 1.0) for o in judged]
-    share = sum(w * credit(task, o) for w, o in zip(weights, judged, strict=True)) / sum(weights)
-    return TaskScore(earned=round(task.points * share, 4), **common)
+    earned = sum(units for _, units in _allocate(task, "graded", task.points, outcomes))
+    return TaskScore(earned=_points(earned), **common)
 
 
 def score(manifest: Manifest, outcomes: list[TestOutcome], findings: list[StaticFinding] = (),
