@@ -10,14 +10,43 @@ from __future__ import annotations
 
 import contextlib
 import io
+import os
+import sys
 from pathlib import Path
 
 import pytest
 
 from grader.core.errors import GraderError
+from grader.core.manifest import Manifest
 from grader.core.records import FAILED, PASSED, PENDING, TestOutcome
 from grader.harness.pytest_plugin import CONTEXT_KEY
 from grader.harness.testing import GradingContext, Pending, StudentProblem
+
+
+def _outcome_name(nodeid: str) -> str:
+    """`file stem::test`: unique across files (two files may both have a test_float64)."""
+    path, _, test = nodeid.partition("::")
+    return f"{Path(path).stem}::{test}"
+
+
+def task_of(item: pytest.Item, manifest: Manifest | None) -> tuple[str | None, str]:
+    """(the task a test belongs to, "") or (None, why it cannot be graded).
+
+    A test needs exactly one task: one `@pytest.mark.task("<id>")` (on the function, its
+    class or the module's `pytestmark`) naming a task of the manifest."""
+    named = [m.args[0] if m.args and isinstance(m.args[0], str) and len(m.args) == 1 else None
+             for m in item.iter_markers("task")]
+    if not named:
+        return None, 'has no @pytest.mark.task("<id>") marker, so it belongs to no task and cannot be graded'
+    if None in named:
+        return None, 'has a task marker without exactly one task id: write @pytest.mark.task("<id>")'
+    if len(set(named)) > 1:
+        return None, f"is marked with more than one task ({', '.join(sorted(set(named)))}); a test counts for one"
+    task = named[0]
+    if manifest is not None and not manifest.has_task(task):
+        known = ", ".join(t.id for t in manifest.tasks)
+        return None, f"is marked with task {task!r}, which {manifest.id} does not have (tasks: {known})"
+    return task, ""
 
 
 class _Collector:
@@ -39,8 +68,10 @@ class _Collector:
     def pytest_collection_modifyitems(self, config, items: list[pytest.Item]) -> None:
         keep = []
         for item in items:
-            marker = item.get_closest_marker("task")
-            task = marker.args[0] if marker and marker.args else None
+            task, problem = task_of(item, self.context.manifest)
+            if problem:  # a test that names no task (or an unknown one) cannot earn or lose points
+                self.collection_errors.append(f"{_outcome_name(item.nodeid)}: {problem}")
+                continue
             self.tasks[item.nodeid] = task
             if self.only_task is None or task == self.only_task:
                 keep.append(item)
@@ -48,7 +79,8 @@ class _Collector:
 
     def pytest_collectreport(self, report) -> None:
         if report.failed:
-            self.collection_errors.append(f"{report.nodeid}: could not be collected")
+            self.collection_errors.append(f"{report.nodeid}: could not be collected (the file "
+                                          f"raised while it was imported)")
 
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo):
@@ -72,9 +104,7 @@ class _Collector:
 
     def pytest_runtest_logreport(self, report) -> None:
         record = dict(next((v for k, v in report.user_properties if k == "grade"), {}))
-        # unique across files: two files may both have a test_float64
-        path, _, test = report.nodeid.partition("::")
-        name = f"{Path(path).stem}::{test}"
+        name = _outcome_name(report.nodeid)
         task = self.tasks.get(report.nodeid)
         base = dict(name=name, task=task, visibility=self.visibility,
                     diagnosis=record.get("diagnosis"), measured=record.get("measured", ""),
@@ -96,18 +126,47 @@ class _Collector:
                                              duration_s=report.duration, **base))
 
 
-def run_suite(tests_dir: Path, context: GradingContext, *, visibility: str = "hidden",
-              only_task: str | None = None) -> tuple[list[TestOutcome], list[str]]:
-    """Outcomes of every test under `tests_dir`, and any collection errors."""
-    collector = _Collector(context, visibility, only_task)
+def _forget_modules(tests_dir: Path) -> None:
+    """Drop the test modules a run imported. importlib mode names a module by its file name
+    alone here (`test_public`), so a later run in this process, of another assignment's
+    suite, would otherwise be handed this one's module."""
+    roots = tuple({str(tests_dir.absolute()) + os.sep, str(tests_dir.resolve()) + os.sep})
+    for name, module in list(sys.modules.items()):
+        where = getattr(module, "__file__", None)
+        if isinstance(where, str) and where.startswith(roots):
+            del sys.modules[name]
+
+
+def _run_pytest(tests_dir: Path, collector: _Collector, *extra: str) -> None:
     # no:unraisableexception: its cleanup runs gc.collect() five times, ~0.3 s each in a
     # process holding torch and the reference; grading never needs its warnings.
     args = [str(tests_dir), "-p", "no:cacheprovider", "-p", "no:terminal", "-p", "no:unraisableexception",
             "--import-mode=importlib", "--noconftest", "-o", "addopts=",
-            "--rootdir", str(tests_dir), "-W", "ignore::DeprecationWarning"]
+            "--rootdir", str(tests_dir), "-W", "ignore::DeprecationWarning", *extra]
     sink = io.StringIO()
-    with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink):
-        code = pytest.main(args, plugins=[collector])
+    try:
+        with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink):
+            code = pytest.main(args, plugins=[collector])
+    finally:
+        _forget_modules(tests_dir)
     if code in (pytest.ExitCode.INTERNAL_ERROR, pytest.ExitCode.USAGE_ERROR):
         raise GraderError(f"the test suite {tests_dir} could not run: {sink.getvalue()[-500:]}")
+
+
+def run_suite(tests_dir: Path, context: GradingContext, *, visibility: str = "hidden",
+              only_task: str | None = None) -> tuple[list[TestOutcome], list[str]]:
+    """Outcomes of every test under `tests_dir`, and any collection errors (a file that does
+    not import, a test that names no task of the manifest: such a test is not run)."""
+    collector = _Collector(context, visibility, only_task)
+    _run_pytest(tests_dir, collector)
     return collector.outcomes, collector.collection_errors
+
+
+def collection_problems(tests_dir: Path, manifest: Manifest) -> list[str]:
+    """Why tests under `tests_dir` could not be graded, found by collecting them (none runs):
+    what run_suite would report as collection errors, or that there are no tests at all."""
+    collector = _Collector(GradingContext(runner=None, manifest=manifest, reference={}), "hidden", None)
+    _run_pytest(tests_dir, collector, "--collect-only")
+    if not collector.tasks and not collector.collection_errors:
+        return [f"{tests_dir}: no tests were collected"]
+    return collector.collection_errors

@@ -85,6 +85,7 @@ class GradingJob:
     seed: int | None = None
     allow_weak_sandbox: bool = False  # grade below the course's required sandbox level (recorded)
     protected: tuple[str, ...] = ()  # paths the worker must not read (the gradebook, say)
+    mode: str = "submit"  # "check": the public tests only (grade validate proves them too)
 
 
 @dataclass(frozen=True)
@@ -116,7 +117,7 @@ def run_job(job: GradingJob) -> JobResult:
         when = parse_iso(job.submitted_at) if job.submitted_at else None
         submission = open_submission(course, job.assignment_id, job.path, student=job.student,
                                      submitted_at=when)
-        result = grade(course, job.assignment_id, submission, mode="submit", seed=job.seed,
+        result = grade(course, job.assignment_id, submission, mode=job.mode, seed=job.seed,
                        allow_weak_sandbox=job.allow_weak_sandbox, protected=tuple(job.protected))
         if job.report_path:
             from grader.render.report import write_html

@@ -1,9 +1,16 @@
 """`grade validate`: the instructor's proof that an assignment grades correctly.
 
-Three claims, each checked by grading real workspaces through the sandbox:
-the reference earns full marks (with the quiz key as its answers), the
-untouched stubs earn zero, and every catalogued mutant loses points on its own
-task only and is diagnosed as itself.
+Each claim is checked by grading real workspaces through the sandbox, with the
+hidden tests (mode "submit") and with the public tests (mode "check"):
+
+* every hidden and public test can be graded: it collects and names exactly one
+  task of the manifest (a test of no task would count for nothing, unseen);
+* the reference earns full marks (with the quiz key as its answers) and passes
+  every public test; the public tests cover every code task;
+* the untouched stubs earn zero and pass no public test;
+* every catalogued mutant loses points on its own task only and is diagnosed as
+  itself, and fails at least one public test of its task on its values, so that
+  `grade check` never passes what the hidden tests fail.
 """
 
 from __future__ import annotations
@@ -25,15 +32,20 @@ from grader.pipeline.batch import GradingJob, LocalProcessExecutor
 VALIDATE_JOBS = 1  # workspaces graded at once unless asked for more: one pool worker
 
 
+HIDDEN, PUBLIC = "hidden", "public"
+PUBLIC_SUFFIX = " (public tests)"  # a public-suite verdict's subject: "reference (public tests)"
+
+
 @dataclass(frozen=True)
 class Verdict:
     assignment_id: str
-    subject: str  # "reference", "stubs" or a mutant id
+    subject: str  # "reference", "stubs", a mutant id, or "hidden tests"/"public tests"; + PUBLIC_SUFFIX
     task: str  # the mutant's task ("" for reference/stubs)
     ok: bool
     detail: str
     score: float
     max_points: float
+    suite: str = HIDDEN  # which tests judged: HIDDEN (grade submit) or PUBLIC (grade check)
 
 
 def reference_answers(course: Course, assignment_id: str) -> str:
@@ -110,6 +122,60 @@ def judge_mutant(result: GradeResult, mutant: Mutant, task_id: str) -> tuple[boo
     return True, f"caught by {failed} test(s), diagnosed as itself; {own.earned:g}/{own.points:g}"
 
 
+def _judged_by_values(outcome) -> bool:
+    """A public test failed on what the code returned: a value compared (or refused as
+    degenerate), not only a property message or a missing kernel launch."""
+    return outcome.status == "failed" and bool(outcome.measured)
+
+
+def judge_public_reference(result: GradeResult, manifest: Manifest) -> tuple[bool, str]:
+    problems = []
+    failed = [o.name for o in result.outcomes if o.status != "passed"]
+    if failed:
+        problems.append("fails public tests: " + ", ".join(failed[:6]) + (" …" if len(failed) > 6 else ""))
+    covered = {o.task for o in result.outcomes}
+    uncovered = [t.id for t in manifest.tasks if t.kind == "code" and t.id not in covered]
+    if uncovered:
+        problems.append("no public test of " + ", ".join(uncovered))
+    if problems:
+        return False, "; ".join(problems)
+    return True, f"passes all {len(result.outcomes)} public tests, which cover every code task"
+
+
+def judge_public_stubs(result: GradeResult) -> tuple[bool, str]:
+    passed = [o.name for o in result.outcomes if o.status == "passed"]
+    if passed:
+        return False, "the stubs pass public tests: " + ", ".join(passed)
+    return True, f"fail all {len(result.outcomes)} public tests"
+
+
+def judge_public_mutant(result: GradeResult, task_id: str) -> tuple[bool, str]:
+    """The mutant fails at least one public test of its own task on its values."""
+    caught = [o for o in result.outcomes if o.task == task_id and _judged_by_values(o)]
+    if caught:
+        return True, f"fails {len(caught)} public test(s) of {task_id}, e.g. {caught[0].name}"
+    other = [o.name for o in result.outcomes if o.task == task_id and o.status == "failed"]
+    why = (f"only on a property or a launch check ({', '.join(other)})" if other else "none")
+    return False, (f"passes the public tests of {task_id}: grade check gives full marks to code the "
+                   f"hidden tests fail (public failures of {task_id}: {why}); add a public test that "
+                   f"exercises what this mutant gets wrong")
+
+
+def collection_verdicts(course: Course, manifest: Manifest) -> list[Verdict]:
+    """One verdict per suite: every test collects and names one task of the manifest."""
+    from grader.harness.suite import collection_problems
+
+    verdicts = []
+    for suite, folder in ((HIDDEN, course.reference_for(manifest.id) / "tests"),
+                          (PUBLIC, course.assignment_dir(manifest.id) / "tests")):
+        problems = collection_problems(folder, manifest)
+        detail = ("; ".join(problems) if problems else
+                  "every test collects and names one task of the manifest")
+        verdicts.append(Verdict(manifest.id, f"{suite} tests", "", not problems, detail, 0.0,
+                                manifest.max_points, suite))
+    return verdicts
+
+
 def validate(course: Course, assignment_id: str, jobs: int | None = None,
              progress: Callable[[Verdict], None] | None = None) -> list[Verdict]:
     """Grade the reference, the stubs and every mutant; one Verdict each (`jobs` at once,
@@ -117,44 +183,61 @@ def validate(course: Course, assignment_id: str, jobs: int | None = None,
     manifest = load_manifest(course.assignment_dir(assignment_id) / "assignment.toml")
     _, mutants = load_reference(course.root, assignment_id, manifest.files)
     verdicts: list[Verdict] = []
+    for verdict in collection_verdicts(course, manifest):
+        verdicts.append(verdict)
+        if progress:
+            progress(verdict)
     with tempfile.TemporaryDirectory(prefix="grade-validate-") as temp:
         temp_dir = Path(temp)
-        subjects: list[tuple[str, Path, Mutant | None]] = [
+        workspaces: list[tuple[str, Path, Mutant | None]] = [
             ("reference", reference_workspace(course, manifest, temp_dir / "reference"), None),
             ("stubs", course.assignment_dir(assignment_id), None),
         ]
         for mutant in mutants:
             workspace = reference_workspace(course, manifest, temp_dir / mutant.id, mutant)
-            subjects.append((mutant.id, workspace, mutant))
+            workspaces.append((mutant.id, workspace, mutant))
+        # Every workspace twice: by the hidden tests (grade submit) and by the public ones (grade check).
+        subjects = [(name, path, mutant, suite) for suite in (HIDDEN, PUBLIC)
+                    for name, path, mutant in workspaces]
         executor = LocalProcessExecutor(VALIDATE_JOBS if jobs is None else jobs, course_root=str(course.root),
                                         assignment_id=assignment_id)
         try:
             # The subjects are the instructor's own code: no sandbox level is required to grade them.
             futures = [executor.submit(GradingJob(str(course.root), assignment_id, str(path), name,
-                                                  allow_weak_sandbox=True))
-                       for name, path, _ in subjects]
-            outcomes = [future.result() for future in futures]
-        finally:
-            executor.shutdown()
-        for (name, _, mutant), outcome in zip(subjects, outcomes, strict=True):
-            if outcome.error is not None:
-                verdict = Verdict(assignment_id, name, "", False, f"could not grade: {outcome.error}",
-                                  0.0, manifest.max_points)
+                                                  allow_weak_sandbox=True,
+                                                  mode="submit" if suite == HIDDEN else "check"))
+                       for name, path, _, suite in subjects]
+            outcomes = []
+            for (name, _, mutant, suite), future in zip(subjects, futures, strict=True):
+                outcomes.append(future.result())
+                verdict = _verdict(manifest, name, mutant, suite, outcomes[-1])
                 verdicts.append(verdict)
                 if progress:
                     progress(verdict)
-                continue
-            result = GradeResult.from_dict(outcome.result)
-            if mutant is None:
-                ok, detail = (judge_reference if name == "reference" else judge_stubs)(result)
-                task_id = ""
-            else:
-                task = manifest.task_for_function(mutant.function)
-                task_id = task.id if task else "?"
-                ok, detail = judge_mutant(result, mutant, task_id) if task else (False, "no task owns it")
-            verdict = Verdict(assignment_id, name, task_id, ok, detail, result.score.total,
-                              result.score.max_points)
-            verdicts.append(verdict)
-            if progress:
-                progress(verdict)
+        finally:
+            executor.shutdown()
     return verdicts
+
+
+def _verdict(manifest: Manifest, name: str, mutant: Mutant | None, suite: str, outcome) -> Verdict:
+    subject = name if suite == HIDDEN else name + PUBLIC_SUFFIX
+    task = manifest.task_for_function(mutant.function) if mutant else None
+    task_id = task.id if task else ("?" if mutant else "")
+    if outcome.error is not None:
+        return Verdict(manifest.id, subject, task_id, False, f"could not grade: {outcome.error}",
+                       0.0, manifest.max_points, suite)
+    result = GradeResult.from_dict(outcome.result)
+    if mutant is not None and task is None:
+        ok, detail = False, "no task owns it"
+    elif suite == HIDDEN:
+        if mutant is None:
+            ok, detail = (judge_reference if name == "reference" else judge_stubs)(result)
+        else:
+            ok, detail = judge_mutant(result, mutant, task_id)
+    elif mutant is None:
+        ok, detail = (judge_public_reference(result, manifest) if name == "reference"
+                      else judge_public_stubs(result))
+    else:
+        ok, detail = judge_public_mutant(result, task_id)
+    return Verdict(manifest.id, subject, task_id, ok, detail, result.score.total, result.score.max_points,
+                   suite)
