@@ -202,15 +202,27 @@ def _existing_gradebook(course: Course, gradebook_path: str | None):
 @click.argument("assignment")
 @click.argument("submissions_dir", type=click.Path(exists=True, file_okay=False))
 @click.option("--jobs", "-j", type=click.IntRange(min=1), default=None,
-              help="Submissions graded at once (default: the number of CPUs, at most 8).")
+              help="Submissions graded at once (default: the number of CPUs, at most 8; with --executor "
+                   "ray, one per slot of the cluster).")
 @click.option("--force", is_flag=True, help="Regrade everything, even files already graded.")
 @click.option("--no-reports", is_flag=True, help="Do not write each student's HTML report.")
+@click.option("--seed", type=int, default=None,
+              help="Fix every student's input seed (derived from this one; default: fresh for each).")
+@click.option("--executor", "executor_kind", type=click.Choice(["local", "ray"]), default=None,
+              help="Where submissions are graded: a process pool here (local, the default) or actors on "
+                   "a Ray cluster (ray; docs/RAY.md).")
+@click.option("--address", default=None,
+              help="With --executor ray: 'auto' (the cluster this machine is in) or HOST:PORT "
+                   "(default: start Ray on this machine).")
+@click.option("--node-course", default=None,
+              help="With --executor ray: the course folder's path on the nodes (default: the same as here).")
 @weak_sandbox_option
 @gradebook_option
 @pass_course
 @library_errors
 def batch(course: Course, assignment: str, submissions_dir: str, jobs: int | None, force: bool,
-          no_reports: bool, allow_weak_sandbox: bool, gradebook_path: str | None) -> None:
+          no_reports: bool, seed: int | None, executor_kind: str | None, address: str | None,
+          node_course: str | None, allow_weak_sandbox: bool, gradebook_path: str | None) -> None:
     """Grade a class: each entry of SUBMISSIONS_DIR (folder, .zip, .ipynb) is one student.
 
     Resumable: files already graded are skipped. Optional SUBMISSIONS_DIR/timestamps.csv
@@ -222,7 +234,8 @@ def batch(course: Course, assignment: str, submissions_dir: str, jobs: int | Non
     with Gradebook(course.gradebook_path(gradebook_path)) as book, RichProgress() as progress:
         summary = run_batch(course, assignment, submissions_dir, book, jobs=jobs,
                             force=force, write_reports=not no_reports, progress=progress,
-                            allow_weak_sandbox=allow_weak_sandbox)
+                            allow_weak_sandbox=allow_weak_sandbox, executor_kind=executor_kind,
+                            address=address, node_course=node_course, seed=seed)
     print_summary(summary)
 
 

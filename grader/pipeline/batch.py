@@ -106,17 +106,21 @@ def _describe(exc: BaseException) -> str:
     return f"grader error: {type(exc).__name__}: {str(exc)[:300]}{where}"
 
 
-def run_job(job: GradingJob) -> JobResult:
-    """Grade one submission (in whatever process runs it). Never raises."""
+def run_job(job: GradingJob, submission: Submission | None = None) -> JobResult:
+    """Grade one submission (in whatever process runs it). Never raises.
+
+    The files are read from `job.path`, unless `submission` is given: a remote
+    executor reads them where the batch runs and ships them as data."""
     started = time.perf_counter()
     try:
         from grader.pipeline.grading import grade, open_submission
 
         warnings.simplefilter("ignore")  # nbformat's notes on old notebooks would flood the terminal
         course = Course(Path(job.course_root))
-        when = parse_iso(job.submitted_at) if job.submitted_at else None
-        submission = open_submission(course, job.assignment_id, job.path, student=job.student,
-                                     submitted_at=when)
+        if submission is None:
+            when = parse_iso(job.submitted_at) if job.submitted_at else None
+            submission = open_submission(course, job.assignment_id, job.path, student=job.student,
+                                         submitted_at=when)
         result = grade(course, job.assignment_id, submission, mode=job.mode, seed=job.seed,
                        allow_weak_sandbox=job.allow_weak_sandbox, protected=tuple(job.protected))
         if job.report_path:
@@ -189,6 +193,43 @@ class LocalProcessExecutor:
         if self._pool is not None:
             self._pool.shutdown(wait=True, cancel_futures=cancel)
             self._pool = None
+
+
+EXECUTORS = ("local", "ray")  # local: a process pool here; ray: actors on a Ray cluster (docs/RAY.md)
+DEFAULT_EXECUTOR = "local"
+
+
+def executor_choice(kind: str | None, address: str | None = None, node_course: str | None = None) -> str:
+    """The executor's name (default: local); GraderError for an unknown one, or Ray's options without Ray."""
+    kind = kind or DEFAULT_EXECUTOR
+    if kind not in EXECUTORS:
+        raise GraderError(f"unknown executor {kind!r} (choose one of {', '.join(EXECUTORS)})")
+    if kind != "ray" and (address is not None or node_course is not None):
+        raise GraderError("--address and --node-course are for --executor ray")
+    return kind
+
+
+def make_executor(kind: str | None, jobs: int | None, course: Course, assignment_id: str, *,
+                  address: str | None = None, node_course: str | None = None,
+                  allow_weak_sandbox: bool = False) -> Executor:
+    """The executor named `kind` (default: local). `jobs`: submissions graded at once (local default:
+    DEFAULT_JOBS; Ray default: one per slot of the cluster). `address` and `node_course` are Ray's:
+    the cluster to join, and where the course folder is on its nodes (default: the same path)."""
+    kind = executor_choice(kind, address, node_course)
+    if kind == "local":
+        return LocalProcessExecutor(DEFAULT_JOBS if jobs is None else jobs, course_root=str(course.root),
+                                    assignment_id=assignment_id)
+    from grader.pipeline.ray_executor import RayExecutor
+
+    return RayExecutor(jobs, course_root=str(course.root), assignment_id=assignment_id, address=address,
+                       node_course_root=node_course, allow_weak_sandbox=allow_weak_sandbox)
+
+
+def student_seed(batch_seed: int, student: str) -> int:
+    """The input seed of one student's grade in a batch run with `--seed batch_seed`: the same on any
+    executor and in any order, and recorded, so `grade submit --seed` reproduces that grade alone."""
+    digest = hashlib.sha256(f"{batch_seed}\0{student}".encode()).digest()
+    return int.from_bytes(digest[:4], "big") % (2**31 - 1) + 1
 
 
 # ------------------------------------------------------------------------ batches
@@ -360,6 +401,7 @@ class _Intake:
     gradebook_path: str
     write_reports: bool
     allow_weak_sandbox: bool
+    seed: int | None = None  # the batch's seed: each student's is derived from it (student_seed)
 
     def load(self, entry: Entry) -> Submission:
         with warnings.catch_warnings():  # nbformat's warnings about old notebooks, once per student
@@ -373,6 +415,7 @@ class _Intake:
                           path=str(entry.path), student=entry.student,
                           submitted_at=submission.submitted_at.isoformat() if submission.submitted_at else None,
                           report_path=str(report) if report else None,
+                          seed=None if self.seed is None else student_seed(self.seed, entry.student),
                           allow_weak_sandbox=self.allow_weak_sandbox, protected=(self.gradebook_path,))
 
 
@@ -571,34 +614,42 @@ class _Dispatcher:
 def run_batch(course: Course, assignment_id: str, submissions_dir: str | Path, gradebook: Gradebook, *,
               jobs: int | None = None, force: bool = False, executor: Executor | None = None,
               write_reports: bool = True, progress: ProgressCallback = _noop,
-              allow_weak_sandbox: bool = False) -> BatchSummary:
+              allow_weak_sandbox: bool = False, executor_kind: str | None = None,
+              address: str | None = None, node_course: str | None = None,
+              seed: int | None = None) -> BatchSummary:
     """Grade every submission in `submissions_dir` not yet graded; record each result.
 
-    `jobs`: submissions graded at once (default DEFAULT_JOBS). Raises SandboxRefused
-    before grading anyone when this host cannot give the course's required sandbox
-    level (unless `allow_weak_sandbox`)."""
+    `jobs`: submissions graded at once (default DEFAULT_JOBS, or one per slot of a Ray
+    cluster). `executor_kind`: where jobs run when no `executor` is given (make_executor).
+    `seed`: fixes every student's input seed (student_seed); default: a fresh one each.
+    Raises SandboxRefused before grading anyone when the machines that grade cannot
+    give the course's required sandbox level (unless `allow_weak_sandbox`): this host,
+    or, on Ray, every node that grading actors start on."""
     started = time.perf_counter()
     manifest = load_manifest(course.assignment_dir(assignment_id) / "assignment.toml")
-    if not allow_weak_sandbox:
-        require_sandbox(course)
-    jobs = DEFAULT_JOBS if jobs is None else jobs
+    kind = executor_choice(executor_kind, address, node_course)
+    if not allow_weak_sandbox and (executor is not None or kind == "local"):
+        require_sandbox(course)  # a Ray executor checks each node's level before its first job there
     entries, ignored = discover(submissions_dir, strict=False)
     stamps_path = Path(submissions_dir) / TIMESTAMPS_FILE
     times = read_timestamps(stamps_path) if stamps_path.is_file() else {}
     summary = BatchSummary(assignment_id, total=len(entries), ignored=ignored,
                            max_points=manifest.max_points)
     intake = _Intake(course, assignment_id, manifest.files, times, str(gradebook.path), write_reports,
-                     allow_weak_sandbox)
+                     allow_weak_sandbox, seed=seed)
     recorder = _Recorder(gradebook, assignment_id, summary, progress)
     todo = _plan(entries, intake, gradebook, recorder, force)
     progress("planned", str(len(todo)), summary)
     own_executor = executor is None
-    if executor is None:
-        executor = LocalProcessExecutor(jobs, course_root=str(course.root), assignment_id=assignment_id)
+    if executor is None and todo:  # with nothing to grade, no pool is started and no cluster joined
+        executor = make_executor(kind, jobs, course, assignment_id, address=address, node_course=node_course,
+                                 allow_weak_sandbox=allow_weak_sandbox)
     try:
-        _Dispatcher(executor, max(2, 2 * jobs), intake, recorder).run(todo)
+        if executor is not None:
+            slots = getattr(executor, "jobs", None) or (DEFAULT_JOBS if jobs is None else jobs)
+            _Dispatcher(executor, max(2, 2 * slots), intake, recorder).run(todo)
     finally:
-        if own_executor:
+        if own_executor and executor is not None:
             executor.shutdown(cancel=True)
     summary.elapsed_s = time.perf_counter() - started
     return summary
