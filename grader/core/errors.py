@@ -24,7 +24,11 @@ class UnknownTask(GraderError):
 
 
 class ManifestError(GraderError):
-    """assignment.toml is missing, malformed or inconsistent."""
+    """assignment.toml is missing, malformed or inconsistent (`problems`: each one, in words)."""
+
+    def __init__(self, message: str, problems: list[str] | tuple[str, ...] | None = None):
+        super().__init__(message)
+        self.problems = tuple(problems) if problems else (message,)
 
 
 class SubmissionError(GraderError):
@@ -41,6 +45,10 @@ class ClassDataError(GraderError):
 
 class InvalidStudentId(ClassDataError):
     """A student id that cannot serve as one folder name and one gradebook key."""
+
+
+class StaffActionRefused(GraderError):
+    """An override or extension that cannot be recorded (unknown task, points out of range...)."""
 
 
 class ReleaseLeak(GraderError):
