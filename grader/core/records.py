@@ -124,6 +124,25 @@ class TestScore:
 
 
 @dataclass(frozen=True)
+class Override:
+    """A staff decision that replaces computed points, with its audit: who, when, why.
+
+    `task` None sets the assignment's total (after the late penalty); a task id sets
+    that task's points (before it). `computed` is what the grader had computed for
+    it when the override was applied (filled in by scoring.final_score)."""
+
+    task: str | None
+    points: float
+    reason: str
+    author: str
+    created_at: str
+    computed: float | None = None
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
 class Score:
     tasks: tuple[TaskScore, ...]
     raw: float  # before the late penalty, bonus included
@@ -134,18 +153,24 @@ class Score:
     pending_points: float  # points not judged here (e.g. timing without a GPU)
     bonus_earned: float
     tests: tuple[TestScore, ...] = ()  # per-test points, in outcome order
+    due_at: str | None = None  # the deadline the late policy applied (extensions included), ISO 8601
+    extension_s: float = 0.0  # seconds added to the deadline for this student
+    overrides: tuple[Override, ...] = ()  # staff overrides applied (scoring.final_score)
+    computed_total: float | None = None  # the total before the overrides, when there are any
 
     def to_dict(self) -> dict:
         data = asdict(self)
         data["tasks"] = [t.to_dict() for t in self.tasks]
         data["tests"] = [t.to_dict() for t in self.tests]
+        data["overrides"] = [o.to_dict() for o in self.overrides]
         return data
 
     @classmethod
     def from_dict(cls, data: dict) -> Score:
         return cls(**{**data,
                       "tasks": tuple(TaskScore(**{**t, "sections": tuple(t["sections"])}) for t in data["tasks"]),
-                      "tests": tuple(TestScore(**t) for t in data.get("tests", ()))})
+                      "tests": tuple(TestScore(**t) for t in data.get("tests", ())),
+                      "overrides": tuple(Override(**o) for o in data.get("overrides", ()))})
 
     def test_score(self, name: str) -> TestScore | None:
         return next((t for t in self.tests if t.name == name), None)
@@ -174,6 +199,7 @@ class GradeResult:
     notes: tuple[str, ...] = ()
     student_output: str = ""
     sandbox_override: bool = False  # graded with --allow-weak-sandbox below the course's requirement
+    fingerprint: str = ""  # what graded it: manifest, reference/<id>/, grader version (core.course)
 
     def to_dict(self) -> dict:
         data = asdict(self)
