@@ -63,6 +63,37 @@ def print_terminal(result: GradeResult, console=None, show_passed: bool = False)
                   f"{result.duration_s:.1f} s[/dim]")
 
 
+CHECK_TELLS = ("What grade check tells: which public tests pass and, for each failure, what differs, where, "
+               "by how much and within which tolerance; any forbidden API in your source; how much of the "
+               "quiz is answered.")
+CHECK_CANNOT = ("What it cannot tell: your grade. grade submit runs the hidden tests (every rule again, on "
+                "more inputs), marks the quiz, and names the most likely mistake behind a failure with the "
+                "lecture section on it; the hidden tests, the quiz key and that catalogue of mistakes are "
+                "the instructors'.")
+
+
+def print_check_summary(result: GradeResult, console=None) -> None:
+    """`grade check`'s last lines: the public tests' count (of one task with --task), the quiz's
+    completeness, and what check can and cannot tell compared with grade submit."""
+    from rich.console import Console
+    from rich.markup import escape
+
+    console = console or Console()
+    judged = [o for o in result.outcomes if o.status != PENDING]
+    passed = sum(o.status == "passed" for o in judged)
+    scope = (f"task {result.score.tasks[0].task_id}" if len(result.score.tasks) == 1
+             else result.assignment_id)
+    console.print(f"Public tests of {escape(printable(scope))}: {passed} of {len(judged)} passed.")
+    for outcome in result.outcomes:
+        if outcome.name == "quiz::answered":
+            blank, questions = outcome.detail.get("unanswered", []), outcome.detail.get("questions", 0)
+            state = ("every question has an answer" if not blank else
+                     f"{questions - len(blank)} of {questions} answered; blank: {', '.join(blank)}")
+            console.print(f"Quiz: {escape(printable(state))} (check does not mark answers).")
+    console.print(f"[dim]{CHECK_TELLS}[/dim]")
+    console.print(f"[dim]{CHECK_CANNOT}[/dim]")
+
+
 class RichProgress:
     """A progress bar with counts and ETA on stderr (silent when stderr is not a terminal)."""
 

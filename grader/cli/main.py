@@ -124,15 +124,16 @@ def sandbox_command(course: Course) -> None:
 def check(course: Course, assignment: str, workspace: str | None, task_id: str | None,
           seed: int | None) -> None:
     """Student self-check: the public tests, in the sandbox. Never records a grade."""
-    from grader.cli.console import print_terminal
-    from grader.core.records import FAILED
+    from grader.cli.console import print_check_summary, print_terminal
+    from grader.core.records import FAILED, PENDING
     from grader.pipeline.grading import grade, open_submission
 
     submission = open_submission(course, assignment, workspace, student=SELF_CHECK_STUDENT)
     result = grade(course, assignment, submission, mode="check", only_task=task_id, seed=seed)
     print_terminal(result)
-    if any(o.status == FAILED for o in result.outcomes) or not result.outcomes:
-        sys.exit(1)
+    print_check_summary(result)
+    if any(o.status == FAILED for o in result.outcomes) or all(o.status == PENDING for o in result.outcomes):
+        sys.exit(1)  # exit 0 iff every selected public test ran and passed
 
 
 @main.command()

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from grader.core.compat import tomllib
 from grader.core.errors import ManifestError
-from grader.core.records import FAILED, PASSED, TestOutcome
+from grader.core.records import FAILED, PASSED, PENDING, TestOutcome
 
 ANSWERS_FILE = "answers.toml"
 
@@ -107,3 +107,27 @@ def grade_quiz(questions: list[Question], key: dict, answers_text: str | None,
             visibility="visible", detail={"weight": question.weight / total * len(questions)},
         ))
     return outcomes
+
+
+def unanswered(questions: list[Question], answers_text: str | None) -> list[str]:
+    """The ids of the questions `answers_text` leaves blank (all of them when it is missing or
+    not valid TOML). Needs no key: `grade check` uses it to say whether the quiz is complete."""
+    answers, _ = _parse_answers(answers_text)
+    return [q.id for q in questions if answers.get(q.id) in (None, "")]
+
+
+def answered_outcome(questions: list[Question], answers_text: str | None, task_id: str = "quiz") -> TestOutcome:
+    """`grade check`'s word on the quiz: pending (check has no key, so it marks nothing), and how many
+    questions answers.toml answers."""
+    blank = unanswered(questions, answers_text)
+    _, problem = _parse_answers(answers_text)
+    count = f"{len(questions) - len(blank)} of {len(questions)} questions answered"
+    if problem:
+        count += f" ({problem})"
+    elif blank:
+        count += f"; blank: {', '.join(blank)}"
+    else:
+        count += "; every question has an answer"
+    return TestOutcome(name="quiz::answered", task=task_id, status=PENDING, kind="not_run",
+                       message=f"grade check does not mark the quiz (grade submit does): {count}",
+                       visibility="visible", detail={"unanswered": blank, "questions": len(questions)})

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import random
 import time
+from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 
@@ -20,7 +21,7 @@ from grader.core.compat import UTC
 from grader.core.course import Course
 from grader.core.errors import GraderError, SandboxFailed, SandboxRefused, UnknownTask
 from grader.core.manifest import Manifest, load_manifest
-from grader.core.quiz import ANSWERS_FILE, grade_quiz, load_key, load_questions
+from grader.core.quiz import ANSWERS_FILE, answered_outcome, grade_quiz, load_key, load_questions
 from grader.core.records import GradeResult, StaticFinding, TestOutcome
 from grader.core.scoring import score
 from grader.core.settings import CourseSettings, load_settings
@@ -58,6 +59,15 @@ def _quiz_outcomes(course: Course, manifest: Manifest, submission: Submission) -
                             message="the quiz key is not available here", visibility="visible")]
     return grade_quiz(load_questions(questions_path), load_key(key_path),
                       submission.text(ANSWERS_FILE), quiz_tasks[0].id)
+
+
+def _quiz_answered(course: Course, manifest: Manifest, submission: Submission) -> list[TestOutcome]:
+    """`grade check`'s quiz line: pending (no key here), with how many questions are answered."""
+    quiz_tasks = [t for t in manifest.tasks if t.kind == "quiz"]
+    questions_path = course.assignment_dir(manifest.id) / "quiz.toml"
+    if not quiz_tasks or not questions_path.is_file():
+        return []
+    return [answered_outcome(load_questions(questions_path), submission.text(ANSWERS_FILE), quiz_tasks[0].id)]
 
 
 def open_submission(course: Course, assignment_id: str, workspace: str | Path | None = None, *,
@@ -147,13 +157,17 @@ def grade(course: Course, assignment_id: str, submission: Submission, *,
         notes += [f"test collection problem: {e}" for e in errors]
         if mode == "submit" and only_task in (None, "quiz"):
             outcomes += _quiz_outcomes(course, manifest, submission)
+        elif mode == "check" and (only_task is None or manifest.task(only_task).kind == "quiz"):
+            outcomes += _quiz_answered(course, manifest, submission)
         student_output = "".join(sandbox.output_log)[-16000:]
         isolation = sandbox.isolation
     finally:
         sandbox.close()
-    if only_task is not None:
+    scored = manifest
+    if only_task is not None:  # `grade check --task X`: X alone, its points the whole
         findings = [f for f in findings if f.task == only_task]
-    result_score = score(manifest, outcomes, findings, submission.submitted_at)
+        scored = replace(manifest, tasks=(manifest.task(only_task),))
+    result_score = score(scored, outcomes, findings, submission.submitted_at)
     return GradeResult(
         assignment_id=manifest.id, assignment_title=manifest.title, student=submission.student,
         mode=mode, score=result_score, outcomes=tuple(outcomes), findings=tuple(findings),
