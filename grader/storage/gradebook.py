@@ -1,87 +1,180 @@
 """The gradebook: a SQLite file, and the only code that writes storage.
 
 Every write is one transaction. A submission is identified by (student,
-assignment, sha256 of its files): grading the same files again replaces the
-earlier record, never duplicates it. The submitted files themselves are
-stored, so nothing a student handed in is ever lost.
+assignment, sha256 of its files); its current grading lives in `submissions`
+(with its task scores and test results), and grading the same files again
+moves the earlier grading into `grading_history` before the new one replaces
+it, so every result ever recorded is kept and the latest counts. The
+submitted files themselves are stored, so nothing a student handed in is
+ever lost. Each grading carries the fingerprint of what graded it
+(grader.core.fingerprint), which is how `grade batch` notices stale grades.
+
+Staff decisions are audited rows, never edits of a grade: `overrides` (who,
+when, why, the total before and after; kept when cleared, and applied to
+whatever grading is the latest, so they survive regrades) and `extensions`
+(per assignment, or for every assignment from the roster's `extension_days`
+column). Scoring applies both when a grade is read (scoring.final_score).
+
+Schema versions (`PRAGMA user_version`): 0 is the first gradebook (no
+history, no fingerprints, no staff tables); 1 adds them. An older file is
+migrated in place, in one transaction, when it is opened: its rows are kept
+as they were, gradings without a fingerprint are treated as stale. A file
+written by a newer grader is refused rather than guessed at.
 """
 
 from __future__ import annotations
 
+import getpass
 import json
+import os
 import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from pathlib import Path
 
+from grader.core.compat import UTC, parse_iso
 from grader.core.errors import GradebookError
-from grader.core.records import GradeResult
+from grader.core.records import GradeResult, Override
 from grader.core.text import storable
 from grader.intake.submission import Submission
 
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS students (
-    id TEXT PRIMARY KEY,
-    name TEXT,
-    email TEXT
-);
-CREATE TABLE IF NOT EXISTS submissions (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    student_id TEXT NOT NULL REFERENCES students(id),
-    assignment_id TEXT NOT NULL,
-    sha256 TEXT NOT NULL,
-    form TEXT NOT NULL,
-    submitted_at TEXT,
-    graded_at TEXT NOT NULL,
-    seed INTEGER NOT NULL,
-    isolation TEXT NOT NULL,
-    total REAL NOT NULL,
-    raw REAL NOT NULL,
-    late_penalty REAL NOT NULL,
-    late_days INTEGER NOT NULL,
-    max_points REAL NOT NULL,
-    pending_points REAL NOT NULL,
-    duration_s REAL NOT NULL,
-    result_json TEXT NOT NULL,
-    UNIQUE (student_id, assignment_id, sha256)
-);
-CREATE TABLE IF NOT EXISTS submission_files (
-    submission_id INTEGER NOT NULL REFERENCES submissions(id) ON DELETE CASCADE,
-    path TEXT NOT NULL,
-    sha256 TEXT NOT NULL,
-    content BLOB NOT NULL,
-    PRIMARY KEY (submission_id, path)
-);
-CREATE TABLE IF NOT EXISTS task_scores (
-    submission_id INTEGER NOT NULL REFERENCES submissions(id) ON DELETE CASCADE,
-    task_id TEXT NOT NULL,
-    earned REAL NOT NULL,
-    points REAL NOT NULL,
-    status TEXT NOT NULL,
-    PRIMARY KEY (submission_id, task_id)
-);
-CREATE TABLE IF NOT EXISTS test_results (
-    submission_id INTEGER NOT NULL REFERENCES submissions(id) ON DELETE CASCADE,
-    name TEXT NOT NULL,
-    task_id TEXT,
-    status TEXT NOT NULL,
-    kind TEXT NOT NULL,
-    fraction REAL NOT NULL,
-    diagnosis_id TEXT,
-    message TEXT NOT NULL,
-    duration_s REAL NOT NULL,
-    PRIMARY KEY (submission_id, name)
-);
-CREATE TABLE IF NOT EXISTS batch_errors (
-    student_id TEXT NOT NULL,
-    assignment_id TEXT NOT NULL,
-    sha256 TEXT NOT NULL,
-    error TEXT NOT NULL,
-    recorded_at TEXT NOT NULL DEFAULT CURRENT_TIMESTAMP,
-    PRIMARY KEY (student_id, assignment_id, sha256)
-);
-"""
+SCHEMA_VERSION = 1
+EVERY_ASSIGNMENT = ""  # the assignment id of an extension that applies to all (from the roster)
+STAFF_ENV = "GRADE_STAFF"  # who is recorded as the author of an override or extension
+
+BASE_SCHEMA = (  # version 0, as the first gradebooks were written
+    """CREATE TABLE IF NOT EXISTS students (
+        id TEXT PRIMARY KEY,
+        name TEXT,
+        email TEXT
+    )""",
+    """CREATE TABLE IF NOT EXISTS submissions (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        student_id TEXT NOT NULL REFERENCES students(id),
+        assignment_id TEXT NOT NULL,
+        sha256 TEXT NOT NULL,
+        form TEXT NOT NULL,
+        submitted_at TEXT,
+        graded_at TEXT NOT NULL,
+        seed INTEGER NOT NULL,
+        isolation TEXT NOT NULL,
+        total REAL NOT NULL,
+        raw REAL NOT NULL,
+        late_penalty REAL NOT NULL,
+        late_days INTEGER NOT NULL,
+        max_points REAL NOT NULL,
+        pending_points REAL NOT NULL,
+        duration_s REAL NOT NULL,
+        result_json TEXT NOT NULL,
+        UNIQUE (student_id, assignment_id, sha256)
+    )""",
+    """CREATE TABLE IF NOT EXISTS submission_files (
+        submission_id INTEGER NOT NULL REFERENCES submissions(id) ON DELETE CASCADE,
+        path TEXT NOT NULL,
+        sha256 TEXT NOT NULL,
+        content BLOB NOT NULL,
+        PRIMARY KEY (submission_id, path)
+    )""",
+    """CREATE TABLE IF NOT EXISTS task_scores (
+        submission_id INTEGER NOT NULL REFERENCES submissions(id) ON DELETE CASCADE,
+        task_id TEXT NOT NULL,
+        earned REAL NOT NULL,
+        points REAL NOT NULL,
+        status TEXT NOT NULL,
+        PRIMARY KEY (submission_id, task_id)
+    )""",
+    """CREATE TABLE IF NOT EXISTS test_results (
+        submission_id INTEGER NOT NULL REFERENCES submissions(id) ON DELETE CASCADE,
+        name TEXT NOT NULL,
+        task_id TEXT,
+        status TEXT NOT NULL,
+        kind TEXT NOT NULL,
+        fraction REAL NOT NULL,
+        diagnosis_id TEXT,
+        message TEXT NOT NULL,
+        duration_s REAL NOT NULL,
+        PRIMARY KEY (submission_id, name)
+    )""",
+    """CREATE TABLE IF NOT EXISTS batch_errors (
+        student_id TEXT NOT NULL,
+        assignment_id TEXT NOT NULL,
+        sha256 TEXT NOT NULL,
+        error TEXT NOT NULL,
+        recorded_at TEXT NOT NULL DEFAULT CURRENT_TIMESTAMP,
+        PRIMARY KEY (student_id, assignment_id, sha256)
+    )""",
+)
+
+VERSION_1 = (  # history, fingerprints, staff overrides and extensions
+    "ALTER TABLE submissions ADD COLUMN fingerprint TEXT",  # NULL: graded before fingerprints were kept
+    "ALTER TABLE submissions ADD COLUMN received_at TEXT",  # when these files were first graded
+    "UPDATE submissions SET received_at = graded_at WHERE received_at IS NULL",
+    """CREATE TABLE IF NOT EXISTS grading_history (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        student_id TEXT NOT NULL,
+        assignment_id TEXT NOT NULL,
+        sha256 TEXT NOT NULL,
+        submitted_at TEXT,
+        graded_at TEXT NOT NULL,
+        total REAL NOT NULL,
+        max_points REAL NOT NULL,
+        fingerprint TEXT,
+        result_json TEXT NOT NULL,
+        replaced_at TEXT NOT NULL,
+        replaced_because TEXT NOT NULL
+    )""",
+    "CREATE INDEX IF NOT EXISTS grading_history_student ON grading_history (assignment_id, student_id)",
+    """CREATE TABLE IF NOT EXISTS overrides (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        student_id TEXT NOT NULL,
+        assignment_id TEXT NOT NULL,
+        task_id TEXT,
+        points REAL NOT NULL,
+        reason TEXT NOT NULL,
+        author TEXT NOT NULL,
+        created_at TEXT NOT NULL,
+        sha256 TEXT NOT NULL,
+        total_before REAL NOT NULL,
+        total_after REAL NOT NULL,
+        cleared_at TEXT,
+        cleared_by TEXT,
+        cleared_reason TEXT
+    )""",
+    """CREATE TABLE IF NOT EXISTS extensions (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        student_id TEXT NOT NULL,
+        assignment_id TEXT NOT NULL,
+        extra_s REAL,
+        until TEXT,
+        reason TEXT NOT NULL,
+        author TEXT NOT NULL,
+        granted_at TEXT NOT NULL,
+        cleared_at TEXT,
+        cleared_by TEXT,
+        cleared_reason TEXT,
+        CHECK ((extra_s IS NULL) <> (until IS NULL))
+    )""",
+)
+MIGRATIONS = {1: VERSION_1}  # to version N from N - 1
+TABLES = ("students", "submissions", "submission_files", "task_scores", "test_results", "batch_errors",
+          "grading_history", "overrides", "extensions")
+
+
+def now_iso() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+def default_author() -> str:
+    """Who an override or extension is recorded as made by: $GRADE_STAFF, else the login name."""
+    name = os.environ.get(STAFF_ENV, "").strip()
+    if name:
+        return name
+    try:
+        return getpass.getuser()
+    except (OSError, KeyError, ImportError):
+        return "unknown"
 
 
 @dataclass(frozen=True)
@@ -96,6 +189,84 @@ class SubmissionRecord:
     max_points: float
     late_penalty: float
     result: GradeResult
+    fingerprint: str | None = None  # None: graded before fingerprints were kept
+
+
+@dataclass(frozen=True)
+class Grading:
+    """One grading of one submission: the current one, or an earlier one it replaced."""
+
+    student_id: str
+    sha256: str
+    graded_at: str
+    total: float
+    max_points: float
+    fingerprint: str | None
+    current: bool  # the grading this submission has now
+    replaced_at: str | None = None
+    replaced_because: str | None = None
+
+
+@dataclass(frozen=True)
+class OverrideRecord:
+    """An audited override: what staff set, on which files, and the total before and after."""
+
+    id: int
+    student_id: str
+    assignment_id: str
+    task_id: str | None  # None: the assignment's total
+    points: float
+    reason: str
+    author: str
+    created_at: str
+    sha256: str  # the files whose grading was the latest when it was set
+    total_before: float
+    total_after: float
+    cleared_at: str | None = None
+    cleared_by: str | None = None
+    cleared_reason: str | None = None
+
+    @property
+    def active(self) -> bool:
+        return self.cleared_at is None
+
+    def as_override(self) -> Override:
+        return Override(task=self.task_id, points=self.points, reason=self.reason, author=self.author,
+                        created_at=self.created_at)
+
+
+@dataclass(frozen=True)
+class ExtensionRecord:
+    """Extra time for one student: `extra_s` seconds past the deadline, or a deadline of their own."""
+
+    id: int
+    student_id: str
+    assignment_id: str  # EVERY_ASSIGNMENT for the roster's course-wide extension
+    extra_s: float | None
+    until: str | None
+    reason: str
+    author: str
+    granted_at: str
+    cleared_at: str | None = None
+
+    def late_policy(self) -> dict:
+        """The keyword arguments of scoring.score / final_score that hold the student to this extension."""
+        if self.until is not None:
+            return {"deadline": parse_iso(self.until), "extension": None}
+        return {"deadline": None, "extension": timedelta(seconds=self.extra_s or 0.0)}
+
+    def describe(self) -> str:
+        if self.until is not None:
+            return f"until {self.until}"
+        hours = (self.extra_s or 0.0) / 3600
+        return f"{hours / 24:g} day(s) more" if hours % 24 == 0 else f"{hours:g} hour(s) more"
+
+
+_SUBMISSION_COLUMNS = ("id, student_id, assignment_id, sha256, submitted_at, graded_at, total, max_points, "
+                       "late_penalty, result_json, fingerprint")
+_OVERRIDE_COLUMNS = ("id, student_id, assignment_id, task_id, points, reason, author, created_at, sha256, "
+                     "total_before, total_after, cleared_at, cleared_by, cleared_reason")
+_EXTENSION_COLUMNS = "id, student_id, assignment_id, extra_s, until, reason, author, granted_at, cleared_at"
 
 
 class Gradebook:
@@ -103,12 +274,39 @@ class Gradebook:
         self.path = Path(path)
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._db = sqlite3.connect(self.path, timeout=60)
+            self._db = sqlite3.connect(self.path, timeout=60, isolation_level=None)  # transactions are explicit
             self._db.execute("PRAGMA foreign_keys = ON")
             self._db.execute("PRAGMA journal_mode = WAL")
-            self._db.executescript(SCHEMA)
+            self._migrate()
         except (sqlite3.Error, OSError) as exc:
             raise GradebookError(f"cannot open gradebook {self.path}: {exc}") from exc
+
+    def _migrate(self) -> None:
+        """Bring the file to SCHEMA_VERSION in one transaction (a fresh file passes through every step)."""
+        version = self._db.execute("PRAGMA user_version").fetchone()[0]
+        if version == SCHEMA_VERSION:
+            return
+        if version > SCHEMA_VERSION:
+            raise GradebookError(f"{self.path} was written by a newer grader (gradebook version {version}, this "
+                                 f"grader knows up to {SCHEMA_VERSION}); upgrade the grader to open it")
+        self._db.execute("BEGIN IMMEDIATE")  # one migrating process at a time; the others wait, then re-read
+        try:
+            version = self._db.execute("PRAGMA user_version").fetchone()[0]
+            if version < SCHEMA_VERSION:
+                for statement in BASE_SCHEMA:
+                    self._db.execute(statement)
+                for target in range(version + 1, SCHEMA_VERSION + 1):
+                    for statement in MIGRATIONS[target]:
+                        self._db.execute(statement)
+                self._db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+            self._db.execute("COMMIT")
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+
+    @property
+    def version(self) -> int:
+        return self._db.execute("PRAGMA user_version").fetchone()[0]
 
     def close(self) -> None:
         self._db.close()
@@ -122,8 +320,13 @@ class Gradebook:
     @contextmanager
     def _transaction(self) -> Iterator[sqlite3.Connection]:
         try:
-            with self._db:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
                 yield self._db
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            self._db.execute("COMMIT")
         except sqlite3.Error as exc:
             raise GradebookError(f"gradebook write failed: {exc}") from exc
 
@@ -135,34 +338,60 @@ class Gradebook:
                        "ON CONFLICT(id) DO UPDATE SET name = COALESCE(excluded.name, name), "
                        "email = COALESCE(excluded.email, email)", (student_id, name, email))
 
-    def import_roster(self, rows: list[dict]) -> int:
+    def import_roster(self, rows: list[dict], author: str | None = None) -> int:
+        """Add or update students. A row with an `extension_days` key sets (a number) or clears (None)
+        the student's extension for every assignment; rows without the key leave it as it is."""
+        author = author or default_author()
         with self._transaction() as db:
             for row in rows:
                 db.execute("INSERT INTO students (id, name, email) VALUES (?, ?, ?) "
                            "ON CONFLICT(id) DO UPDATE SET name = excluded.name, "
                            "email = excluded.email", (row["id"], row.get("name"), row.get("email")))
+                if "extension_days" not in row:
+                    continue
+                days = row["extension_days"]
+                current = self._active_extension(db, row["id"], EVERY_ASSIGNMENT)
+                if days is None or days == 0:
+                    self._clear_extensions(db, row["id"], EVERY_ASSIGNMENT, author, "not in the roster any more")
+                elif current is None or current.until is not None or current.extra_s != days * 86400:
+                    self._clear_extensions(db, row["id"], EVERY_ASSIGNMENT, author, "replaced by the roster")
+                    db.execute("INSERT INTO extensions (student_id, assignment_id, extra_s, until, reason, author, "
+                               "granted_at) VALUES (?, ?, ?, NULL, ?, ?, ?)",
+                               (row["id"], EVERY_ASSIGNMENT, days * 86400.0, "roster extension_days", author,
+                                now_iso()))
         return len(rows)
 
-    def record(self, result: GradeResult, submission: Submission) -> int:
-        """Store one graded submission (replacing a regrade of the same files)."""
+    def record(self, result: GradeResult, submission: Submission, replaced_because: str = "graded again") -> int:
+        """Store one graded submission. A grading of the same files already there moves to the history
+        (with `replaced_because`) and this one replaces it as the one that counts."""
         score = result.score
+        when = now_iso()
         with self._transaction() as db:
             db.execute("INSERT INTO students (id) VALUES (?) ON CONFLICT(id) DO NOTHING",
                        (result.student,))
-            db.execute("DELETE FROM submissions WHERE student_id = ? AND assignment_id = ? "
-                       "AND sha256 = ?", (result.student, result.assignment_id, result.submission_sha256))
-            db.execute("DELETE FROM batch_errors WHERE student_id = ? AND assignment_id = ? "
-                       "AND sha256 = ?", (result.student, result.assignment_id, result.submission_sha256))
+            key = (result.student, result.assignment_id, result.submission_sha256)
+            earlier = db.execute("SELECT id, received_at FROM submissions WHERE student_id = ? AND "
+                                 "assignment_id = ? AND sha256 = ?", key).fetchone()
+            received_at = result.graded_at
+            if earlier is not None:
+                received_at = earlier[1] or received_at
+                db.execute("INSERT INTO grading_history (student_id, assignment_id, sha256, submitted_at, "
+                           "graded_at, total, max_points, fingerprint, result_json, replaced_at, replaced_because) "
+                           "SELECT student_id, assignment_id, sha256, submitted_at, graded_at, total, max_points, "
+                           "fingerprint, result_json, ?, ? FROM submissions WHERE id = ?",
+                           (when, replaced_because, earlier[0]))
+                db.execute("DELETE FROM submissions WHERE id = ?", (earlier[0],))
+            db.execute("DELETE FROM batch_errors WHERE student_id = ? AND assignment_id = ? AND sha256 = ?", key)
             cursor = db.execute(
                 "INSERT INTO submissions (student_id, assignment_id, sha256, form, submitted_at, "
                 "graded_at, seed, isolation, total, raw, late_penalty, late_days, max_points, "
-                "pending_points, duration_s, result_json) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "pending_points, duration_s, result_json, fingerprint, received_at) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (result.student, result.assignment_id, result.submission_sha256,
                  result.submission_form, result.submitted_at, result.graded_at, result.seed,
                  result.isolation_level, score.total, score.raw, score.late_penalty,
                  score.late_days, score.max_points, score.pending_points, result.duration_s,
-                 json.dumps(result.to_dict())))
+                 json.dumps(result.to_dict()), result.fingerprint or None, received_at))
             submission_id = cursor.lastrowid
             hashes = submission.file_hashes
             db.executemany("INSERT INTO submission_files VALUES (?, ?, ?, ?)",
@@ -186,13 +415,90 @@ class Gradebook:
             db.execute("INSERT OR REPLACE INTO batch_errors (student_id, assignment_id, sha256, "
                        "error) VALUES (?, ?, ?, ?)", (student_id, assignment_id, sha256, error))
 
+    # --------------------------------------------------------- staff decisions
+    def add_override(self, student_id: str, assignment_id: str, task_id: str | None, points: float,
+                     reason: str, *, sha256: str, total_before: float, total_after: float,
+                     author: str | None = None) -> OverrideRecord:
+        """Record an override (the caller has checked it against the manifest and computed both totals).
+        An active override of the same task (or total) is cleared, replaced by this one."""
+        author = author or default_author()
+        when = now_iso()
+        with self._transaction() as db:
+            db.execute("UPDATE overrides SET cleared_at = ?, cleared_by = ?, cleared_reason = ? "
+                       "WHERE student_id = ? AND assignment_id = ? AND task_id IS ? AND cleared_at IS NULL",
+                       (when, author, "replaced by a newer override", student_id, assignment_id, task_id))
+            cursor = db.execute(
+                "INSERT INTO overrides (student_id, assignment_id, task_id, points, reason, author, created_at, "
+                "sha256, total_before, total_after) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (student_id, assignment_id, task_id, points, reason, author, when, sha256, total_before,
+                 total_after))
+            row = db.execute(f"SELECT {_OVERRIDE_COLUMNS} FROM overrides WHERE id = ?",
+                             (cursor.lastrowid,)).fetchone()
+        return OverrideRecord(*row)
+
+    def clear_overrides(self, student_id: str, assignment_id: str, task_id: str | None, reason: str,
+                        author: str | None = None, *, every_task: bool = False) -> list[OverrideRecord]:
+        """Clear the active override of `task_id` (None: of the total), or all of them with `every_task`.
+        The rows stay, marked cleared, by whom and why. Returns what was cleared."""
+        author = author or default_author()
+        where = "student_id = ? AND assignment_id = ? AND cleared_at IS NULL"
+        params: tuple = (student_id, assignment_id)
+        if not every_task:
+            where += " AND task_id IS ?"
+            params += (task_id,)
+        with self._transaction() as db:
+            ids = [r[0] for r in db.execute(f"SELECT id FROM overrides WHERE {where}", params)]
+            db.executemany("UPDATE overrides SET cleared_at = ?, cleared_by = ?, cleared_reason = ? WHERE id = ?",
+                           [(now_iso(), author, reason, i) for i in ids])
+            rows = [db.execute(f"SELECT {_OVERRIDE_COLUMNS} FROM overrides WHERE id = ?", (i,)).fetchone()
+                    for i in ids]
+        return [OverrideRecord(*row) for row in rows]
+
+    def set_extension(self, student_id: str, assignment_id: str, *, extra: timedelta | None = None,
+                      until: datetime | None = None, reason: str, author: str | None = None) -> ExtensionRecord:
+        """Extra time (`extra`) or a deadline of the student's own (`until`, with a zone) for one
+        assignment (EVERY_ASSIGNMENT: all of them). Replaces the active one, which stays in the audit."""
+        if (extra is None) == (until is None):
+            raise ValueError("give exactly one of extra and until")
+        author = author or default_author()
+        with self._transaction() as db:
+            db.execute("INSERT INTO students (id) VALUES (?) ON CONFLICT(id) DO NOTHING", (student_id,))
+            self._clear_extensions(db, student_id, assignment_id, author, "replaced by a newer extension")
+            cursor = db.execute(
+                "INSERT INTO extensions (student_id, assignment_id, extra_s, until, reason, author, granted_at) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (student_id, assignment_id, extra.total_seconds() if extra is not None else None,
+                 until.isoformat() if until is not None else None, reason, author, now_iso()))
+            row = db.execute(f"SELECT {_EXTENSION_COLUMNS} FROM extensions WHERE id = ?",
+                             (cursor.lastrowid,)).fetchone()
+        return ExtensionRecord(*row)
+
+    def clear_extension(self, student_id: str, assignment_id: str, reason: str,
+                        author: str | None = None) -> int:
+        """End the student's active extension for `assignment_id`; how many were ended (0 or 1)."""
+        with self._transaction() as db:
+            return self._clear_extensions(db, student_id, assignment_id, author or default_author(), reason)
+
+    @staticmethod
+    def _clear_extensions(db: sqlite3.Connection, student_id: str, assignment_id: str, author: str,
+                          reason: str) -> int:
+        return db.execute("UPDATE extensions SET cleared_at = ?, cleared_by = ?, cleared_reason = ? "
+                          "WHERE student_id = ? AND assignment_id = ? AND cleared_at IS NULL",
+                          (now_iso(), author, reason, student_id, assignment_id)).rowcount
+
+    @staticmethod
+    def _active_extension(db: sqlite3.Connection, student_id: str, assignment_id: str) -> ExtensionRecord | None:
+        row = db.execute(f"SELECT {_EXTENSION_COLUMNS} FROM extensions WHERE student_id = ? AND "
+                         "assignment_id = ? AND cleared_at IS NULL ORDER BY id DESC", (student_id, assignment_id)
+                         ).fetchone()
+        return ExtensionRecord(*row) if row else None
+
     # ------------------------------------------------------------------ reads
     def _records(self, where: str, params: tuple) -> list[SubmissionRecord]:
         rows = self._db.execute(
-            "SELECT id, student_id, assignment_id, sha256, submitted_at, graded_at, total, "
-            f"max_points, late_penalty, result_json FROM submissions WHERE {where} "
-            "ORDER BY student_id, COALESCE(submitted_at, graded_at), id", params).fetchall()
-        return [SubmissionRecord(*row[:9], GradeResult.from_dict(json.loads(row[9])))
+            f"SELECT {_SUBMISSION_COLUMNS} FROM submissions WHERE {where} "
+            "ORDER BY student_id, COALESCE(submitted_at, received_at, graded_at), id", params).fetchall()
+        return [SubmissionRecord(*row[:9], GradeResult.from_dict(json.loads(row[9])), fingerprint=row[10])
                 for row in rows]
 
     def submissions(self, assignment_id: str, student_id: str | None = None) -> list[SubmissionRecord]:
@@ -201,17 +507,77 @@ class Gradebook:
         return self._records("assignment_id = ? AND student_id = ?", (assignment_id, student_id))
 
     def latest(self, assignment_id: str) -> dict[str, SubmissionRecord]:
-        """Each student's latest graded submission of an assignment."""
+        """Each student's latest graded submission of an assignment (its current grading)."""
         latest: dict[str, SubmissionRecord] = {}
         for record in self.submissions(assignment_id):
             latest[record.student_id] = record  # ordered by time: the last one wins
         return latest
+
+    def latest_for(self, assignment_id: str, student_id: str) -> SubmissionRecord | None:
+        records = self.submissions(assignment_id, student_id)
+        return records[-1] if records else None
 
     def has(self, student_id: str, assignment_id: str, sha256: str) -> bool:
         row = self._db.execute("SELECT 1 FROM submissions WHERE student_id = ? AND "
                                "assignment_id = ? AND sha256 = ?",
                                (student_id, assignment_id, sha256)).fetchone()
         return row is not None
+
+    def graded_fingerprint(self, student_id: str, assignment_id: str, sha256: str) -> str | None:
+        """The fingerprint these files were graded with; None when they were never graded,
+        "" when they were graded before fingerprints were kept."""
+        row = self._db.execute("SELECT fingerprint FROM submissions WHERE student_id = ? AND "
+                               "assignment_id = ? AND sha256 = ?",
+                               (student_id, assignment_id, sha256)).fetchone()
+        return None if row is None else (row[0] or "")
+
+    def history(self, assignment_id: str, student_id: str | None = None) -> list[Grading]:
+        """Every grading of the assignment (or of one student's submissions), oldest first:
+        the current grading of each submission and every earlier one it replaced."""
+        where, params = "assignment_id = ?", (assignment_id,)
+        if student_id is not None:
+            where, params = where + " AND student_id = ?", params + (student_id,)
+        current = [Grading(*row, current=True) for row in self._db.execute(
+            f"SELECT student_id, sha256, graded_at, total, max_points, fingerprint FROM submissions WHERE {where}",
+            params)]
+        earlier = [Grading(*row[:6], current=False, replaced_at=row[6], replaced_because=row[7])
+                   for row in self._db.execute(
+                       "SELECT student_id, sha256, graded_at, total, max_points, fingerprint, replaced_at, "
+                       f"replaced_because FROM grading_history WHERE {where} ORDER BY id", params)]
+        return sorted(current + earlier, key=lambda g: (g.student_id, g.graded_at, g.current))
+
+    def earlier_results(self, assignment_id: str, student_id: str) -> list[GradeResult]:
+        """The results of the earlier gradings of one student's submissions, oldest first."""
+        rows = self._db.execute("SELECT result_json FROM grading_history WHERE assignment_id = ? AND "
+                                "student_id = ? ORDER BY id", (assignment_id, student_id)).fetchall()
+        return [GradeResult.from_dict(json.loads(row[0])) for row in rows]
+
+    def overrides(self, assignment_id: str, student_id: str | None = None, *,
+                  include_cleared: bool = False) -> list[OverrideRecord]:
+        where, params = "assignment_id = ?", (assignment_id,)
+        if student_id is not None:
+            where, params = where + " AND student_id = ?", params + (student_id,)
+        if not include_cleared:
+            where += " AND cleared_at IS NULL"
+        rows = self._db.execute(f"SELECT {_OVERRIDE_COLUMNS} FROM overrides WHERE {where} "
+                                "ORDER BY student_id, id", params).fetchall()
+        return [OverrideRecord(*row) for row in rows]
+
+    def extension_for(self, student_id: str, assignment_id: str) -> ExtensionRecord | None:
+        """The student's extension for this assignment: its own if granted, else the roster's for all."""
+        return (self._active_extension(self._db, student_id, assignment_id)
+                or self._active_extension(self._db, student_id, EVERY_ASSIGNMENT))
+
+    def extensions(self, assignment_id: str) -> dict[str, ExtensionRecord]:
+        """student → the extension that applies to them for this assignment (see extension_for)."""
+        rows = self._db.execute(f"SELECT {_EXTENSION_COLUMNS} FROM extensions WHERE cleared_at IS NULL AND "
+                                "assignment_id IN (?, ?) ORDER BY id", (EVERY_ASSIGNMENT, assignment_id)).fetchall()
+        found: dict[str, ExtensionRecord] = {}
+        for record in (ExtensionRecord(*row) for row in rows):
+            mine = found.get(record.student_id)
+            if record.assignment_id == assignment_id or mine is None or mine.assignment_id == EVERY_ASSIGNMENT:
+                found[record.student_id] = record  # the assignment's own wins over the roster's
+        return found
 
     def files(self, submission_id: int) -> dict[str, bytes]:
         rows = self._db.execute("SELECT path, content FROM submission_files WHERE "
@@ -229,7 +595,6 @@ class Gradebook:
         return [{"student": r[0], "sha256": r[1], "error": r[2], "recorded_at": r[3]} for r in rows]
 
     def count(self, table: str) -> int:
-        if table not in ("students", "submissions", "submission_files", "task_scores",
-                         "test_results", "batch_errors"):
+        if table not in TABLES:
             raise ValueError(table)
         return self._db.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0]

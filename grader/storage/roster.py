@@ -1,4 +1,9 @@
-"""Class-level CSV inputs: the roster (id,name,email) and submission times.
+"""Class-level CSV inputs: the roster (id,name,email[,extension_days]) and submission times.
+
+`extension_days` (optional column) is a student's extra time on every
+assignment, in days (fractions allowed: 0.5 is twelve hours), for standing
+accommodations; blank means none. One assignment's extension is granted with
+`grade extension` instead, and wins over the roster's for that assignment.
 
 Both are read strictly: a bad header, a student id that breaks the rule of
 grader/core/student_ids.py or an unreadable time stops the command before
@@ -16,8 +21,9 @@ from grader.core.compat import parse_iso
 from grader.core.errors import ClassDataError
 from grader.core.student_ids import check_student_id
 
-ROSTER_COLUMNS = ("id", "name", "email")
+ROSTER_COLUMNS = ("id", "name", "email", "extension_days")
 TIMESTAMP_COLUMNS = ("student", "submitted_at")
+MAX_EXTENSION_DAYS = 365
 
 
 def _rows(path: Path, required: tuple[str, ...]) -> list[dict[str, str]]:
@@ -39,11 +45,27 @@ def _rows(path: Path, required: tuple[str, ...]) -> list[dict[str, str]]:
     return rows
 
 
+def _extension_days(value: str, where: str) -> float | None:
+    if not value:
+        return None
+    try:
+        days = float(value)
+    except ValueError:
+        days = float("nan")
+    if not 0 <= days <= MAX_EXTENSION_DAYS:  # NaN fails too
+        raise ClassDataError(f"{where}: extension_days must be a number of days from 0 to {MAX_EXTENSION_DAYS} "
+                             f"(e.g. 2 or 0.5), not {value!r}")
+    return days or None
+
+
 def read_roster(path: str | Path) -> list[dict]:
-    """Rows of `id,name,email` (name and email may be blank)."""
+    """Rows of `id,name,email` (name and email may be blank), with `extension_days` (float or
+    None) when the roster has that column."""
     rows = []
     seen: set[str] = set()
-    for number, row in enumerate(_rows(Path(path), ("id",)), start=2):
+    parsed = _rows(Path(path), ("id",))
+    with_extensions = bool(parsed) and "extension_days" in parsed[0]
+    for number, row in enumerate(parsed, start=2):
         student = row.get("id", "")
         if not student:
             raise ClassDataError(f"{path}, line {number}: empty student id")
@@ -51,7 +73,10 @@ def read_roster(path: str | Path) -> list[dict]:
         if student in seen:
             raise ClassDataError(f"{path}, line {number}: student {student!r} listed twice")
         seen.add(student)
-        rows.append({"id": student, "name": row.get("name") or None, "email": row.get("email") or None})
+        entry = {"id": student, "name": row.get("name") or None, "email": row.get("email") or None}
+        if with_extensions:
+            entry["extension_days"] = _extension_days(row.get("extension_days") or "", f"{path}, line {number}")
+        rows.append(entry)
     return rows
 
 
