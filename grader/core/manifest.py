@@ -69,6 +69,20 @@ class Task:
         return ", ".join(self.sections)
 
 
+GRADESCOPE_VISIBILITIES = ("visible", "hidden", "after_due_date", "after_published")  # Gradescope's words
+
+
+@dataclass(frozen=True)
+class GradescopeSettings:
+    """How results.json shows each test on Gradescope: `hidden_tests` for the hidden suite's
+    (and the quiz's) results, `public_tests` for the public tests'. One of
+    GRADESCOPE_VISIBILITIES (Gradescope: `after_published` shows a test only once the
+    grades are published)."""
+
+    hidden_tests: str = "visible"
+    public_tests: str = "visible"
+
+
 @dataclass(frozen=True)
 class Manifest:
     id: str
@@ -80,6 +94,7 @@ class Manifest:
     late_policy: LatePolicy = field(default_factory=LatePolicy)
     limits: Limits = field(default_factory=Limits)
     path: Path | None = None
+    gradescope: GradescopeSettings = field(default_factory=GradescopeSettings)
 
     def task(self, task_id: str) -> Task:
         for task in self.tasks:
@@ -109,10 +124,11 @@ class Manifest:
         return sum(t.points for t in self.tasks if t.bonus)
 
 
-TOP_KEYS = ("id", "title", "sections", "files", "deadline", "late_policy", "limits", "tasks")
+TOP_KEYS = ("id", "title", "sections", "files", "deadline", "late_policy", "limits", "tasks", "gradescope")
 TASK_KEYS = ("id", "title", "points", "kind", "functions", "sections", "forbidden", "bonus", "speed",
              "description", "requires", "uses")
 LATE_POLICY_KEYS = ("grace_minutes", "penalty_per_day", "max_days_late")
+GRADESCOPE_KEYS = tuple(f.name for f in fields(GradescopeSettings))
 LIMIT_KEYS = tuple(f.name for f in fields(SandboxLimits))
 
 
@@ -338,6 +354,22 @@ def _late_policy(raw: object, problems: _Problems) -> LatePolicy:
     )
 
 
+def _gradescope(raw: object, problems: _Problems) -> GradescopeSettings:
+    if not isinstance(raw, dict):
+        problems.add("[gradescope] must be a table")
+        return GradescopeSettings()
+    where = "[gradescope] "
+    _unknown_keys(raw, GRADESCOPE_KEYS, where, problems)
+    values = {}
+    for key in GRADESCOPE_KEYS:
+        value = _string(raw, key, where, problems, default=getattr(GradescopeSettings(), key))
+        if value not in GRADESCOPE_VISIBILITIES:
+            problems.add(f"{where}{key!r} must be one of {', '.join(GRADESCOPE_VISIBILITIES)}, not {_shown(value)}")
+            continue
+        values[key] = value
+    return GradescopeSettings(**values)
+
+
 def _limits(raw: object, problems: _Problems) -> Limits:
     if not isinstance(raw, dict):
         problems.add("[limits] must be a table")
@@ -413,6 +445,7 @@ def parse_manifest(data: dict, path: Path | None = None) -> Manifest:
     deadline = _parse_datetime(data.get("deadline"), "deadline", problems)
     title = _string(data, "title", "", problems, default=assignment_id) or assignment_id
     sections = _string(data, "sections", "", problems)
+    gradescope = _gradescope(data.get("gradescope", {}), problems)
     problems.raise_if_any()
     return Manifest(
         id=assignment_id,
@@ -424,6 +457,7 @@ def parse_manifest(data: dict, path: Path | None = None) -> Manifest:
         late_policy=late_policy,
         limits=limits,
         path=path,
+        gradescope=gradescope,
     )
 
 

@@ -1,67 +1,165 @@
-"""Gradescope's results.json from a GradeResult (format: CLI.md).
+"""Gradescope's results.json from a GradeResult (format: docs/CLI.md, docs/GRADESCOPE.md).
 
-Failing tests carry their teaching message; hidden tests never show inputs or
-code. Tests that could not be judged here (timing without a GPU) are listed
-with no status and 0 of their points, and named pending in their output.
+Gradescope's specification (gradescope-autograders.readthedocs.io, "Autograder
+Specifications") is followed field by field:
+- `tests` in manifest order (the order of `score.tasks`), each test keeping its
+  place inside its task, numbered "task.test";
+- per-test `score`/`max_score` exactly as scoring allocated them
+  (`Score.tests`); nothing here computes a point;
+- per-test `visibility` from the manifest's `[gradescope]` table: hidden tests
+  and public ones each get their own (`visible` unless the course says otherwise);
+- a test not judged here (timing without a GPU) carries no score, no max_score and
+  no status, so Gradescope shows it as neither passed nor failed, and its output
+  says it is pending and what it is worth;
+- `output_format`/`test_output_format` "md": every text is Markdown with each
+  character Markdown could act on escaped, so a student's exception message
+  renders as the text it is (no link, image or HTML);
+- `leaderboard`: the kernel speed of each verified timing test (lower is better);
+- `extra_data`: seed, sandbox level, versions and the deadline applied.
+Failing tests carry their teaching message; hidden tests never show inputs or code.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import tempfile
 from pathlib import Path
 
-from grader.core.records import PENDING, GradeResult
+from grader.core.manifest import Manifest
+from grader.core.records import PENDING, GradeResult, TestOutcome, TestScore
 from grader.core.scoring import test_scores
 from grader.core.text import printable_data
 
+OUTPUT_FORMAT = "md"  # Gradescope renders the top-level and test outputs as (basic) Markdown
+DEFAULT_VISIBILITY = {"hidden": "visible", "visible": "visible"}  # outcome visibility → Gradescope's
+# What Markdown acts on anywhere in a line (links, images, HTML, code, emphasis, tables, entities, math;
+# an underscore only at a word's edge), and what it acts on at a line's start (lists, headings).
+_ACTIVE = re.compile(r"[\\`*\[\]<>|~&$]|(?<![0-9A-Za-z])_|_(?![0-9A-Za-z])")
+_LIST_OR_HEADING = re.compile(r"^(?:[-+#]|\d+(?=[.)]))")
 
-def _output(outcome, task_status: str, task_reason: str) -> str:
+
+def _escape_line(line: str) -> str:
+    line = _ACTIVE.sub(lambda m: "\\" + m.group(0), line.strip())
+    start = _LIST_OR_HEADING.match(line)
+    if start is None:
+        return line
+    if start.group(0)[0].isdigit():  # "1." or "1)": escape the mark after the number
+        return start.group(0) + "\\" + line[start.end():]
+    return "\\" + line
+
+
+def markdown_text(text: str) -> str:
+    """`text` as Markdown that renders as exactly that text (every character Markdown would act on
+    escaped), each line its own paragraph."""
+    return "\n\n".join(line for line in map(_escape_line, text.splitlines()) if line)
+
+
+def _points(value: float) -> str:
+    return f"{value:g}"
+
+
+def _output(outcome: TestOutcome, allocated: TestScore, task_status: str, task_reason: str) -> str:
     parts = []
     if task_status == "forbidden":
-        parts.append(f"Task earns 0: {task_reason}.")
+        parts.append(f"**Task earns 0:** {markdown_text(task_reason + '.')}")
     if outcome.status == PENDING:
-        parts.append(f"Pending: {outcome.message}")
+        parts.append(f"**Pending** (worth {_points(allocated.max_score)} points, not judged here): "
+                     f"{markdown_text(outcome.message)}")
     elif outcome.message:
-        parts.append(outcome.message)
+        parts.append(markdown_text(outcome.message))
     if outcome.detail.get("detail"):
-        parts.append(str(outcome.detail["detail"]))
-    return "\n".join(parts)
+        parts.append(markdown_text(str(outcome.detail["detail"])))
+    return "\n\n".join(parts)
 
 
-def gradescope_results(result: GradeResult) -> dict:
-    """Gradescope's results.json as a dict; every string made printable (grader/text.py)."""
-    points = result.score.tests or test_scores(result.score.tasks, result.outcomes)  # older records: fractions
-    tasks = {t.task_id: t for t in result.score.tasks}
-    tests = []
-    for number, (outcome, allocated) in enumerate(zip(result.outcomes, points, strict=True), start=1):
-        task = tasks.get(outcome.task)
-        forbidden = task is not None and task.status == "forbidden"
-        entry = {
-            "name": f"{outcome.task} · {outcome.name}" if outcome.task else outcome.name,
-            "number": str(number),
-            "score": allocated.score,
-            "max_score": allocated.max_score,
-            "output": _output(outcome, task.status if task else "", task.reason if task else ""),
-            "visibility": "visible",
-            "tags": [t for t in (outcome.task, outcome.kind) if t],
-        }
-        if outcome.status != PENDING:
-            entry["status"] = "failed" if forbidden else outcome.status
-        tests.append(entry)
+def _visibility(manifest: Manifest | None) -> dict[str, str]:
+    if manifest is None:
+        return dict(DEFAULT_VISIBILITY)
+    return {"hidden": manifest.gradescope.hidden_tests, "visible": manifest.gradescope.public_tests}
+
+
+def _leaderboard(result: GradeResult) -> list[dict]:
+    """One entry per verified GPU timing: the student's time over the reference's (lower is better)."""
+    entries = []
+    for outcome in result.outcomes:
+        timing = outcome.detail.get("timing")
+        if outcome.status == PENDING or not isinstance(timing, dict) or "ratio" not in timing:
+            continue
+        if not timing.get("verified", False) or timing.get("cpu_timed", False):
+            continue
+        label = outcome.name.split("::")[-1]
+        entries.append({"name": f"{label}: time / reference", "value": round(float(timing["ratio"]), 3),
+                        "order": "asc"})
+        median = (timing.get("student") or {}).get("median_ms")
+        if median is not None:
+            entries.append({"name": f"{label}: ms", "value": round(float(median), 4), "order": "asc"})
+    return entries
+
+
+def _summary(result: GradeResult) -> str:
     score = result.score
     lines = [f"{result.assignment_title}: {score.total:g} / {score.max_points:g} points."]
     if score.late_penalty:
         lines.append(f"Late by {score.late_days} day(s): -{score.late_penalty:g} points.")
+    if score.due_at:
+        extended = f" (extended by {score.extension_s / 3600:g} h for you)" if score.extension_s else ""
+        lines.append(f"Due {score.due_at}{extended}.")
     if score.pending_points:
         lines.append(f"{score.pending_points:g} points pending (not judged here).")
     lines.append(f"Input seed {result.seed}; sandbox: {result.isolation_level}"
                  + (" (below the course's required level: graded with --allow-weak-sandbox)."
                     if result.sandbox_override else "."))
-    return printable_data({"score": score.total, "execution_time": round(result.duration_s, 3),
-                           "output": " ".join(lines), "tests": tests, "visibility": "visible",
-                           "stdout_visibility": "hidden"})
+    return "\n".join(lines)
+
+
+def gradescope_results(result: GradeResult, manifest: Manifest | None = None) -> dict:
+    """Gradescope's results.json as a dict; every string made printable (grader/core/text.py).
+
+    `manifest` gives the visibility of hidden and public tests (default: both visible)."""
+    points = result.score.tests or test_scores(result.score.tasks, result.outcomes)  # records from before tests
+    visibility = _visibility(manifest)
+    tasks = {t.task_id: t for t in result.score.tasks}
+    order = {task_id: index for index, task_id in enumerate(tasks)}
+    pairs = list(zip(result.outcomes, points, strict=True))
+    pairs.sort(key=lambda pair: order.get(pair[0].task, len(order)))  # stable: each task keeps its order
+    tests = []
+    counters: dict[int, int] = {}
+    for outcome, allocated in pairs:
+        task = tasks.get(outcome.task)
+        task_number = order.get(outcome.task, len(order)) + 1
+        counters[task_number] = counters.get(task_number, 0) + 1
+        entry = {
+            "name": f"{outcome.task} · {outcome.name}" if outcome.task else outcome.name,
+            "number": f"{task_number}.{counters[task_number]}",
+            "output": _output(outcome, allocated, task.status if task else "", task.reason if task else ""),
+            "output_format": OUTPUT_FORMAT,
+            "visibility": visibility.get(outcome.visibility, visibility["hidden"]),
+            "tags": [t for t in (outcome.task, outcome.kind) if t],
+        }
+        if outcome.status == PENDING:
+            entry["extra_data"] = {"pending": True, "max_score": allocated.max_score}
+        else:
+            forbidden = task is not None and task.status == "forbidden"
+            entry.update(score=allocated.score, max_score=allocated.max_score,
+                         status="failed" if forbidden else str(outcome.status))
+        tests.append(entry)
+    score = result.score
+    data = {"score": score.total, "execution_time": round(result.duration_s, 3),
+            "output": markdown_text(_summary(result)), "output_format": OUTPUT_FORMAT,
+            "test_output_format": OUTPUT_FORMAT, "tests": tests, "visibility": "visible",
+            "stdout_visibility": "hidden",
+            "extra_data": {"assignment": result.assignment_id, "mode": result.mode, "seed": result.seed,
+                           "sandbox_level": result.isolation_level, "sandbox_override": result.sandbox_override,
+                           "versions": dict(result.versions), "submission_sha256": result.submission_sha256,
+                           "submitted_at": result.submitted_at, "due_at": score.due_at,
+                           "extension_s": score.extension_s, "late_days": score.late_days,
+                           "late_penalty": score.late_penalty, "graded_at": result.graded_at}}
+    leaderboard = _leaderboard(result)
+    if leaderboard:
+        data["leaderboard"] = leaderboard
+    return printable_data(data)
 
 
 def write_json_atomic(path: str | Path, data: dict) -> Path:
@@ -75,5 +173,5 @@ def write_json_atomic(path: str | Path, data: dict) -> Path:
     return path
 
 
-def write_gradescope(result: GradeResult, path: str | Path) -> Path:
-    return write_json_atomic(path, gradescope_results(result))
+def write_gradescope(result: GradeResult, path: str | Path, manifest: Manifest | None = None) -> Path:
+    return write_json_atomic(path, gradescope_results(result, manifest))
