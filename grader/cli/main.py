@@ -114,24 +114,40 @@ def sandbox_command(course: Course) -> None:
 
 
 @main.command()
-@click.argument("assignment")
+@click.argument("assignment", required=False)
 @click.option("--workspace", type=click.Path(exists=True), default=None,
-              help="Folder, .zip or .ipynb with your files (default: assignments/ASSIGNMENT).")
+              help="Folder, .zip or .ipynb with your files (default: assignments/ASSIGNMENT, or the "
+                   "unzipped bundle you are in).")
 @click.option("--task", "task_id", default=None, help="Only this task's public tests.")
 @click.option("--seed", type=int, default=None, help="Input seed (default: fresh).")
+@click.option("--json", "json_path", type=click.Path(dir_okay=False), default=None,
+              help="Also write the results here, in Gradescope's results.json format (as grade submit).")
 @pass_course
 @library_errors
-def check(course: Course, assignment: str, workspace: str | None, task_id: str | None,
-          seed: int | None) -> None:
-    """Student self-check: the public tests, in the sandbox. Never records a grade."""
+def check(course: Course, assignment: str | None, workspace: str | None, task_id: str | None,
+          seed: int | None, json_path: str | None) -> None:
+    """Student self-check: the public tests, in the sandbox. Never records a grade.
+
+    ASSIGNMENT may be left out inside an unzipped bundle (or a course with one assignment)."""
     from grader.cli.console import print_check_summary, print_terminal
+    from grader.core.course import refuse_another_copy
+    from grader.core.manifest import load_manifest
     from grader.core.records import FAILED, PENDING
     from grader.pipeline.grading import grade, open_submission
+    from grader.render.results import write_gradescope
 
+    assignment = course.default_assignment(assignment)
+    manifest = load_manifest(course.assignment_dir(assignment) / "assignment.toml")
+    refuse_another_copy(course, manifest.files, workspace)
     submission = open_submission(course, assignment, workspace, student=SELF_CHECK_STUDENT)
+    click.echo(f"checking {Path(submission.source).resolve()}: the public tests of {assignment} "
+               f"from {course.describe()}")
     result = grade(course, assignment, submission, mode="check", only_task=task_id, seed=seed)
     print_terminal(result)
     print_check_summary(result)
+    if json_path:
+        write_gradescope(result, json_path, manifest)
+        click.echo(f"results.json: {json_path}")
     if any(o.status == FAILED for o in result.outcomes) or all(o.status == PENDING for o in result.outcomes):
         sys.exit(1)  # exit 0 iff every selected public test ran and passed
 
@@ -162,6 +178,7 @@ def submit(course: Course, assignment: str, workspace: str | None, student: str 
            gradebook_path: str | None) -> None:
     """The official grade of one submission (exit 0 whenever grading completed)."""
     from grader.cli.console import print_terminal
+    from grader.core.manifest import load_manifest
     from grader.core.student_ids import check_student_id
     from grader.pipeline.grading import grade, open_submission
     from grader.render.report import write_html
@@ -178,7 +195,7 @@ def submit(course: Course, assignment: str, workspace: str | None, student: str 
                    protected=(str(course.gradebook_path(gradebook_path)), str(html)))
     print_terminal(result)
     if json_path:
-        write_gradescope(result, json_path)
+        write_gradescope(result, json_path, load_manifest(course.assignment_dir(assignment) / "assignment.toml"))
         click.echo(f"results.json: {json_path}")
     write_html(result, html, course.templates_dir)
     click.echo(f"report: {html}")

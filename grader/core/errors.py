@@ -57,6 +57,10 @@ class ReleaseLeak(GraderError):
     exit_code = 3
 
 
+class StarterNotPristine(ReleaseLeak):
+    """A student bundle's starter files are not the blank starter: a stub with a body, an answer."""
+
+
 class SettingsError(GraderError):
     """course.toml (course-wide settings) is malformed."""
 

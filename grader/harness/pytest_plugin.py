@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from grader.core.course import Course, owner_of_tests
 from grader.core.manifest import load_manifest
 from grader.harness.diagnose import load_reference
 from grader.harness.testing import Check, GradingContext, Pending
@@ -36,14 +37,10 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "task(id): the assignment task this test belongs to")
 
 
-def _assignment_of(path: Path) -> tuple[Path, str, bool] | None:
-    """(course root, assignment id, hidden?) for a test file in assignments/ or reference/."""
-    for folder in path.resolve().parents:
-        if folder.parent.name in ("assignments", "reference"):
-            course = folder.parent.parent
-            if (course / "assignments" / folder.name / "assignment.toml").is_file():
-                return course, folder.name, folder.parent.name == "reference"
-    return None
+def _assignment_of(path: Path) -> tuple[Course, str, bool] | None:
+    """(course, assignment id, hidden?) for a test file in assignments/ or reference/, or in an
+    unzipped student bundle (grader.core.course.owner_of_tests)."""
+    return owner_of_tests(path)
 
 
 def _seed(config: pytest.Config) -> int:
@@ -68,13 +65,13 @@ def _in_process_context(request: pytest.FixtureRequest) -> GradingContext:
     found = _assignment_of(request.node.path)
     if found is None:
         raise pytest.UsageError(f"{request.node.path} is not inside assignments/<id>/ or "
-                                f"reference/<id>/ of a course")
+                                f"reference/<id>/ of a course, nor in an unzipped assignment bundle")
     course, assignment_id, hidden = found
-    manifest = load_manifest(course / "assignments" / assignment_id / "assignment.toml")
+    manifest = load_manifest(course.assignment_dir(assignment_id) / "assignment.toml")
     explicit = request.config.getoption("--grade-workspace") or os.environ.get(WORKSPACE_ENV)
-    default = course / ("reference" if hidden else "assignments") / assignment_id
+    default = course.reference_for(assignment_id) if hidden else course.assignment_dir(assignment_id)
     workspace = Path(explicit) if explicit else default
-    reference, mutants = load_reference(course, assignment_id, manifest.files)
+    reference, mutants = load_reference(course.root, assignment_id, manifest.files)
     context = GradingContext(
         runner=InProcessRunner(workspace, manifest.files), manifest=manifest,
         reference=reference, mutants=mutants, seed=_seed(request.config),

@@ -21,10 +21,22 @@ file under `reference/<id>/` and `kernels/`:
   `*_key.toml`, `mutants.py`), test files outside `tests/`, and symlinks.
 Any hit raises ReleaseLeak (exit code 3) naming every problem, and nothing
 is written.
+
+Then the starter itself must be blank (`pristine_problems`): every function a
+task names is in the manifest's files and still raises NotImplementedError
+first (unless its docstring says it is given), and every answer in
+`answers.toml` is "". A solved stub or a filled-in answer raises
+StarterNotPristine (exit code 3), naming each function and question.
+
+The bundle is made to work on its own, away from the course: it carries the
+manifest, the stubs and the public tests, `grade check` and the pytest plugin
+recognise an unzipped bundle (grader.core.course.find_course), and the README
+in the zip ends with how to work from that folder.
 """
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import re
 import zipfile
@@ -33,9 +45,12 @@ from pathlib import Path, PurePosixPath
 
 import nbformat
 
+from grader.core.compat import tomllib
 from grader.core.course import Course
-from grader.core.errors import ReleaseLeak
-from grader.core.manifest import load_manifest
+from grader.core.errors import ReleaseLeak, StarterNotPristine
+from grader.core.manifest import Manifest, load_manifest
+from grader.core.quiz import ANSWERS_FILE
+from grader.intake.notebook import ANSWERS_TAG
 from grader.intake.submission import SKIPPED_PARTS
 from grader.ship import leaks
 
@@ -204,6 +219,92 @@ def find_leaks(bundle: dict[str, bytes], instructor: dict[str, bytes]) -> list[s
     return problems
 
 
+def _raises_not_implemented_first(node: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    """Whether the first statement after the docstring is `raise NotImplementedError(...)`."""
+    body = list(node.body)
+    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
+            and isinstance(body[0].value.value, str):
+        body = body[1:]
+    if not body or not isinstance(body[0], ast.Raise) or body[0].exc is None:
+        return False
+    raised = body[0].exc.func if isinstance(body[0].exc, ast.Call) else body[0].exc
+    return isinstance(raised, ast.Name) and raised.id == "NotImplementedError"
+
+
+def _blank_answers(data: bytes) -> tuple[list[str], str]:
+    """(questions with an answer, a problem reading the file) of an answers.toml."""
+    try:
+        document = tomllib.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        return [], f"{ANSWERS_FILE}: not valid TOML ({exc}); ship the blank answers file"
+    answers = document.get("answers", document)
+    if not isinstance(answers, dict):
+        return [], f"{ANSWERS_FILE}: has no table of answers"
+    return sorted(name for name, value in answers.items() if value != ""), ""
+
+
+def pristine_problems(bundle: dict[str, bytes], manifest: Manifest) -> list[str]:
+    """Why the bundle's starter is not blank (empty when it is): each task function that is missing
+    or does not raise NotImplementedError first, and each answered question of answers.toml."""
+    problems = []
+    defined: dict[str, tuple[str, ast.FunctionDef | ast.AsyncFunctionDef]] = {}
+    every_module_read = True
+    for module in manifest.files:
+        tree = leaks.parse_python(bundle[module].decode("utf-8", errors="replace")) if module in bundle else None
+        if tree is None:
+            every_module_read = False
+            problems.append(f"{module}: missing (the manifest lists it among the student's files)"
+                            if module not in bundle else f"{module}: not valid Python")
+            continue
+        for node in tree.body:
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                defined[node.name] = (module, node)
+    for name in manifest.functions:
+        if name not in defined:
+            if every_module_read:
+                problems.append(f"{name}: no stub in {', '.join(manifest.files)} (a task names it)")
+            continue
+        module, node = defined[name]
+        if leaks.is_given(node) or _raises_not_implemented_first(node):
+            continue
+        what = "does not raise NotImplementedError" if leaks.is_stub(node) else "has a body"
+        problems.append(f"{module}: {name} {what}; its stub must raise NotImplementedError first "
+                        f"(or its docstring say it is given: 'Given; do not change.')")
+    if ANSWERS_FILE in bundle:
+        answered, problem = _blank_answers(bundle[ANSWERS_FILE])
+        if problem:
+            problems.append(problem)
+        problems += [f"{ANSWERS_FILE}: {name} is answered; every answer must be blank (\"\")" for name in answered]
+    return problems
+
+
+def readme_for_bundle(assignment_id: str, handout: bytes | None) -> bytes:
+    """The handout, followed by how to work from the unzipped folder alone."""
+    text = (handout or f"# {assignment_id}\n".encode()).decode("utf-8", errors="replace").rstrip()
+    return (text + "\n\n" + BUNDLE_README.format(assignment=assignment_id)).encode()
+
+
+BUNDLE_README = """## Working from this folder
+
+This folder is complete on its own: the manifest (`assignment.toml`), your
+starter files, the quiz (`quiz.toml`, answered in `answers.toml` where the
+assignment has one) and the public tests (`tests/`).
+
+1. Install the grader once (Python 3.10 or newer) with the command your course
+   gives you; it provides the `grade` command and the pytest plugin the tests
+   use. On a machine without a GPU, install the CPU build of torch first:
+   `python -m pip install torch --index-url https://download.pytorch.org/whl/cpu`.
+2. In this folder, run the public tests in the sandbox, the way grading runs
+   them: `grade check {assignment}`. It first prints the folder it checks.
+   `grade check {assignment} --json results.json` also writes the results in
+   Gradescope's results.json format, for your own scripts.
+3. Or run them with plain pytest, in this folder: `python -m pytest tests`.
+
+Every test fails with `NotImplementedError` until you write its function. The
+public tests are a subset: the official grade runs more tests.
+"""
+
+
 def _markdown_cells(readme: str) -> list[str]:
     """The handout split at headings (never inside a fenced code block)."""
     cells: list[list[str]] = [[]]
@@ -215,6 +316,32 @@ def _markdown_cells(readme: str) -> list[str]:
             cells.append([])
         cells[-1].append(line)
     return ["\n".join(c).strip() for c in cells if any(s.strip() for s in c)]
+
+
+def _quiz_cells(files: dict[str, bytes]) -> list:
+    """The quiz's questions, then a raw cell tagged `answers` holding the blank answers.toml: the grader
+    reads the answers from that cell (grader/intake/notebook.py), so a notebook alone can earn the quiz."""
+    v4 = nbformat.v4
+    lines = ["## Quiz", "", "Write your answers in the next cell (it is `answers.toml`: `question = answer`; "
+             "a choice by its number, counted from 0, or its text). Keep the cell's `answers` tag.", ""]
+    try:
+        questions = tomllib.loads(files["quiz.toml"].decode("utf-8")).get("questions", [])
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError):
+        questions = []
+    for question in questions if isinstance(questions, list) else []:
+        if not isinstance(question, dict):
+            continue
+        choices = question.get("choices") or []
+        listed = "; ".join(f"{i}: {c}" for i, c in enumerate(choices)) if isinstance(choices, list) else ""
+        lines.append(f"- `{question.get('id', '?')}`: {question.get('prompt', '')}"
+                     + (f" ({listed})" if listed else "") + (f" {question['section']}" if question.get("section")
+                                                             else ""))
+    blank = files.get("answers.toml", b"").decode("utf-8", "replace")
+    if not blank.strip():
+        blank = "".join(f"{q['id']} = \"\"\n" for q in questions if isinstance(q, dict) and "id" in q)
+    answers = v4.new_raw_cell(blank)
+    answers.metadata["tags"] = [ANSWERS_TAG]
+    return [v4.new_markdown_cell("\n".join(lines)), answers]
 
 
 def build_notebook(assignment_id: str, title: str, files: dict[str, bytes],
@@ -231,8 +358,10 @@ def build_notebook(assignment_id: str, title: str, files: dict[str, bytes],
         if module in files:
             cells.append(v4.new_markdown_cell(f"## `{module}`"))
             cells.append(v4.new_code_cell(files[module].decode("utf-8", "replace").rstrip() + "\n"))
-    quiz = " Quiz answers go in `answers.toml` next to the notebook's module files (the zip has a " \
-           "blank one); a notebook alone cannot carry them." if "quiz.toml" in files else ""
+    quiz = ""
+    if "quiz.toml" in files:
+        cells += _quiz_cells(files)
+        quiz = " The quiz is graded from the cell tagged `answers` above."
     cells.append(v4.new_markdown_cell(
         "## Check your work\n\n"
         f"Run the public tests on this notebook (in a terminal, in the course folder):\n\n"
@@ -255,13 +384,19 @@ def release(course: Course, assignment_id: str, out_dir: str | Path | None = Non
     if problems:
         raise ReleaseLeak(f"refusing to release {assignment_id}: {len(problems)} instructor-only "
                           f"item(s) in assignments/{assignment_id}/: " + "; ".join(problems))
+    unfinished = pristine_problems(files, manifest)
+    if unfinished:
+        raise StarterNotPristine(f"refusing to release {assignment_id}: the starter in assignments/"
+                                 f"{assignment_id}/ is not blank ({len(unfinished)} problem(s)): "
+                                 + "; ".join(unfinished))
     out = Path(out_dir) if out_dir else course.state_dir / "release"
     if out.resolve().is_relative_to(course.assignment_dir(assignment_id).resolve()):
         raise ReleaseLeak("the release folder must not be inside the assignment it releases")
     out.mkdir(parents=True, exist_ok=True)
     zip_path = out / f"{assignment_id}.zip"
+    shipped = {**files, "README.md": readme_for_bundle(assignment_id, files.get("README.md"))}
     with zipfile.ZipFile(zip_path, "w", compression=zipfile.ZIP_DEFLATED) as archive:
-        for name, data in sorted(files.items()):
+        for name, data in sorted(shipped.items()):
             info = zipfile.ZipInfo(f"{assignment_id}/{name}", date_time=ZIP_DATE)
             info.external_attr = 0o644 << 16
             info.compress_type = zipfile.ZIP_DEFLATED
