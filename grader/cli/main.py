@@ -327,13 +327,33 @@ def autograder() -> None:
 @click.argument("assignment")
 @click.option("--out", type=click.Path(dir_okay=False), default=None,
               help="Zip to write (default: <course>/.grade/autograder/ASSIGNMENT.zip).")
+@click.option("--timeout-minutes", type=int, default=None,
+              help="The autograder timeout set for the assignment on Gradescope (default: Gradescope's, "
+                   "10); refused if the assignment's budget does not fit in it.")
 @pass_course
 @library_errors
-def autograder_gradescope(course: Course, assignment: str, out: str | None) -> None:
+def autograder_gradescope(course: Course, assignment: str, out: str | None, timeout_minutes: int | None) -> None:
     """A Gradescope autograder zip: setup.sh, run_autograder, the grader and this assignment."""
     from grader.ship.autograder import build_autograder
 
-    click.echo(f"autograder: {build_autograder(course, assignment, out)}")
+    click.echo(f"autograder: {build_autograder(course, assignment, out, timeout_minutes=timeout_minutes)}")
+
+
+@autograder.command("run")
+@click.argument("assignment")
+@click.option("--seed", type=int, default=None, help="Input seed (default: fresh).")
+@pass_course
+@library_errors
+def autograder_run(course: Course, assignment: str, seed: int | None) -> None:
+    """Inside Gradescope (run_autograder): grade $GRADE_AUTOGRADER_HOME/submission (default
+    /autograder) with its submission_metadata.json, and write results/results.json there."""
+    from grader.ship.autograder import AutograderPaths, run_gradescope
+
+    paths = AutograderPaths.from_environment()
+    status = run_gradescope(course, assignment, paths, seed=seed)
+    click.echo(f"results.json: {paths.results}")
+    if status:
+        sys.exit(status)
 
 
 @main.command()
