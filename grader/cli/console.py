@@ -118,6 +118,8 @@ class RichProgress:
     def __call__(self, event: str, student: str, summary: BatchSummary) -> None:
         counts = (f"graded {len(summary.graded)} · skipped {len(summary.skipped)} · "
                   f"errors {len(summary.errors)}")
+        if summary.stale:
+            counts += f" · stale {len(summary.stale)}"
         if self.task is None:
             self.task = self.progress.add_task(f"grading {summary.assignment_id}", total=summary.total,
                                                counts=counts)
@@ -141,6 +143,7 @@ def print_summary(summary: BatchSummary, console=None) -> None:
     rows: Iterable[tuple[str, str]] = (
         ("graded", str(len(summary.graded))),
         ("skipped (already graded)", str(len(summary.skipped))),
+        ("regraded (stale: the grading changed)", str(len(summary.stale))),
         ("errors", str(len(summary.errors))),
         ("mean score of this run", "-" if mean is None else f"{mean:.2f} / {summary.max_points:g}"),
         ("time", f"{summary.elapsed_s:.1f} s"),

@@ -22,6 +22,14 @@ Why the work is split this way:
   (load_submission is cheap) and skips (student, assignment, sha256) already
   in the gradebook. A killed batch continues where it stopped; a rerun over
   the same files grades nothing and duplicates nothing.
+- Stale grades are noticed: each record carries the fingerprint of what
+  graded it (grader.core.fingerprint: the manifest, reference/<id>/ with its
+  hidden tests and catalogue, the grader's version). An entry whose files
+  were graded under another fingerprint is graded again (the earlier grading
+  stays in the gradebook's history), so adding a task or fixing a hidden test
+  reaches everyone on the next run.
+- Each student's extension (the gradebook's, see `grade extension`) travels
+  in their job to the late policy.
 - A submission that breaks the grader's assumptions (bad zip, unreadable
   notebook, an exception inside the grader) is stored with
   `Gradebook.record_error` and the batch goes on. Errors are retried on the
@@ -49,20 +57,21 @@ from collections import deque
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
-from dataclasses import dataclass, field
-from datetime import datetime
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Protocol
 
 from grader.core.compat import parse_iso
 from grader.core.course import Course
 from grader.core.errors import ClassDataError, GradebookError, GraderError, SubmissionError
+from grader.core.fingerprint import grading_fingerprint
 from grader.core.manifest import load_manifest
 from grader.core.student_ids import check_student_id
 from grader.core.text import one_line, printable, storable
 from grader.intake.submission import Submission, load_submission
 from grader.pipeline.policy import require_sandbox
-from grader.storage.gradebook import Gradebook
+from grader.storage.gradebook import ExtensionRecord, Gradebook
 from grader.storage.roster import read_timestamps
 
 TIMESTAMPS_FILE = "timestamps.csv"
@@ -86,6 +95,13 @@ class GradingJob:
     allow_weak_sandbox: bool = False  # grade below the course's required sandbox level (recorded)
     protected: tuple[str, ...] = ()  # paths the worker must not read (the gradebook, say)
     mode: str = "submit"  # "check": the public tests only (grade validate proves them too)
+    deadline: str | None = None  # ISO 8601: this student's own deadline (an extension to a date)
+    extension_s: float | None = None  # this student's extra time past the deadline, in seconds
+
+    def late_policy(self) -> dict:
+        """The keyword arguments of grade() that hold this student to their extension."""
+        return {"deadline": parse_iso(self.deadline) if self.deadline else None,
+                "extension": timedelta(seconds=self.extension_s) if self.extension_s else None}
 
 
 @dataclass(frozen=True)
@@ -245,7 +261,8 @@ class BatchSummary:
     assignment_id: str
     total: int = 0
     graded: list[str] = field(default_factory=list)
-    skipped: list[str] = field(default_factory=list)  # already graded with the same files
+    skipped: list[str] = field(default_factory=list)  # already graded with the same files, by the same grading
+    stale: list[str] = field(default_factory=list)  # graded again: what grades them changed since (fingerprint)
     errors: dict[str, str] = field(default_factory=dict)
     ignored: list[str] = field(default_factory=list)  # entries that are not submissions
     scores: dict[str, float] = field(default_factory=dict)
@@ -402,6 +419,8 @@ class _Intake:
     write_reports: bool
     allow_weak_sandbox: bool
     seed: int | None = None  # the batch's seed: each student's is derived from it (student_seed)
+    fingerprint: str = ""  # what grades this batch (grader.core.fingerprint): older gradings are stale
+    extensions: dict[str, ExtensionRecord] = field(default_factory=dict)  # student → their extension
 
     def load(self, entry: Entry) -> Submission:
         with warnings.catch_warnings():  # nbformat's warnings about old notebooks, once per student
@@ -416,18 +435,27 @@ class _Intake:
                           submitted_at=submission.submitted_at.isoformat() if submission.submitted_at else None,
                           report_path=str(report) if report else None,
                           seed=None if self.seed is None else student_seed(self.seed, entry.student),
-                          allow_weak_sandbox=self.allow_weak_sandbox, protected=(self.gradebook_path,))
+                          allow_weak_sandbox=self.allow_weak_sandbox, protected=(self.gradebook_path,),
+                          **self._late_policy(entry.student))
+
+    def _late_policy(self, student: str) -> dict:
+        extension = self.extensions.get(student)
+        if extension is None:
+            return {}
+        return {"deadline": extension.until, "extension_s": extension.extra_s}
 
 
 class _Recorder:
     """Everything a batch writes: the gradebook (the parent is its only writer), the summary, progress."""
 
     def __init__(self, gradebook: Gradebook, assignment_id: str, summary: BatchSummary,
-                 progress: ProgressCallback):
+                 progress: ProgressCallback, fingerprint: str = ""):
         self.gradebook = gradebook
         self.assignment_id = assignment_id
         self.summary = summary
         self.progress = progress
+        self.fingerprint = fingerprint  # what this batch grades with
+        self.regrading: dict[str, str] = {}  # student → why their graded files are graded again
 
     def error(self, entry: Entry, sha256: str, error: str) -> None:
         error = one_line(error, 2000)  # a record is one printable line, whatever the submission did
@@ -439,6 +467,11 @@ class _Recorder:
     def skipped(self, entry: Entry) -> None:
         self.summary.skipped.append(entry.student)
         self.progress("skipped", entry.student, self.summary)
+
+    def stale(self, entry: Entry) -> None:
+        """Files graded before, by something that has changed since: they are graded again."""
+        self.summary.stale.append(entry.student)
+        self.progress("stale", entry.student, self.summary)
 
     def outcome(self, entry: Entry, submission: Submission, outcome: JobResult) -> None:
         """A finished job: its GradeResult recorded, or its error."""
@@ -453,8 +486,11 @@ class _Recorder:
             self.error(entry, submission.sha256,
                        "the files changed while they were being graded; run the batch again")
             return
+        if not result.fingerprint:  # an executor whose grader keeps none: what this batch grades with
+            result = replace(result, fingerprint=self.fingerprint)
         try:
-            self.gradebook.record(result, submission)
+            self.gradebook.record(result, submission,
+                                  replaced_because=self.regrading.get(entry.student, "graded again"))
         except GradebookError:
             raise  # storage itself is broken: no point going on
         except Exception as exc:  # something in this student's result the gradebook cannot hold
@@ -481,9 +517,18 @@ def _plan(entries: list[Entry], intake: _Intake, gradebook: Gradebook, recorder:
         except Exception as exc:  # whatever a submission makes the reader raise is that entry's error
             recorder.error(entry, _raw_sha256(entry.path), _describe(exc))
             continue
-        if not force and gradebook.has(entry.student, intake.assignment_id, sha256):
-            recorder.skipped(entry)
-            continue
+        graded_with = gradebook.graded_fingerprint(entry.student, intake.assignment_id, sha256)
+        if graded_with is not None:
+            if force:
+                recorder.regrading[entry.student] = "regraded with --force"
+            elif graded_with == intake.fingerprint:
+                recorder.skipped(entry)
+                continue
+            else:
+                recorder.regrading[entry.student] = (
+                    "regraded: graded before fingerprints were kept" if not graded_with else
+                    "regraded: the manifest, hidden tests, reference, catalogue or grader changed")
+                recorder.stale(entry)
         todo.append(entry)
     return todo
 
@@ -635,9 +680,11 @@ def run_batch(course: Course, assignment_id: str, submissions_dir: str | Path, g
     times = read_timestamps(stamps_path) if stamps_path.is_file() else {}
     summary = BatchSummary(assignment_id, total=len(entries), ignored=ignored,
                            max_points=manifest.max_points)
+    fingerprint = grading_fingerprint(course, assignment_id)
     intake = _Intake(course, assignment_id, manifest.files, times, str(gradebook.path), write_reports,
-                     allow_weak_sandbox, seed=seed)
-    recorder = _Recorder(gradebook, assignment_id, summary, progress)
+                     allow_weak_sandbox, seed=seed, fingerprint=fingerprint,
+                     extensions=gradebook.extensions(assignment_id))
+    recorder = _Recorder(gradebook, assignment_id, summary, progress, fingerprint)
     todo = _plan(entries, intake, gradebook, recorder, force)
     progress("planned", str(len(todo)), summary)
     own_executor = executor is None

@@ -10,8 +10,9 @@ from __future__ import annotations
 import os
 import random
 import time
+from collections.abc import Callable
 from dataclasses import replace
-from datetime import datetime, timedelta
+from datetime import datetime
 from pathlib import Path
 
 import torch
@@ -20,6 +21,7 @@ from grader import __version__
 from grader.core.compat import UTC
 from grader.core.course import Course
 from grader.core.errors import GraderError, SandboxFailed, SandboxRefused, UnknownTask
+from grader.core.fingerprint import grading_fingerprint
 from grader.core.manifest import Manifest, load_manifest
 from grader.core.quiz import ANSWERS_FILE, answered_outcome, grade_quiz, load_key, load_questions
 from grader.core.records import GradeResult, StaticFinding, TestOutcome
@@ -108,13 +110,11 @@ def grade(course: Course, assignment_id: str, submission: Submission, *,
           mode: str = "submit", only_task: str | None = None, seed: int | None = None,
           use_gpu: bool | None = None, allow_weak_sandbox: bool = False,
           protected: tuple[str, ...] = (), timing_device: str = "auto",
-          deadline: datetime | None = None, extension: timedelta | None = None,
-          closes_at: datetime | None = None) -> GradeResult:
+          progress: Callable[[str], None] | None = None) -> GradeResult:
     """Grade one submission. Raises GraderError only when grading is impossible.
 
-    `deadline`, `extension` and `closes_at` go to the late policy (grader.core.scoring.score):
-    a hosted grader's due date instead of the manifest's, this student's extra time, and when
-    its late window closed.
+    `progress` is told each step as it starts (for a terminal's progress line). The result
+    carries the fingerprint of what graded it (grader.core.fingerprint), for stale grades.
 
     An official grade (mode "submit") needs a sandbox level the course requires
     (grader.pipeline.policy): SandboxRefused otherwise, unless `allow_weak_sandbox`, which
@@ -129,6 +129,8 @@ def grade(course: Course, assignment_id: str, submission: Submission, *,
     if only_task is not None and not manifest.has_task(only_task):
         raise UnknownTask(f"{assignment_id} has no task {only_task!r} "
                           f"(tasks: {', '.join(t.id for t in manifest.tasks)})")
+    step = progress or (lambda _step: None)
+    fingerprint = grading_fingerprint(course, assignment_id) if mode == "submit" else ""
     seed = seed if seed is not None else random.SystemRandom().randrange(1, 2**31)
     use_gpu = torch.cuda.is_available() if use_gpu is None else use_gpu
     timed_on = resolve_timing_device(timing_device, use_gpu)
@@ -139,6 +141,7 @@ def grade(course: Course, assignment_id: str, submission: Submission, *,
                       uid_range=settings.sandbox.uid_range, protected=(str(course.root), *protected))
     try:
         _sandbox_gate(sandbox.isolation, settings, mode, allow_weak_sandbox)  # refuse before any work
+        step("starting the sandbox; static checks")
         sandbox.start()  # the worker imports torch while we run the static checks
         findings, notes = _static_outcomes(manifest, submission)
         try:
@@ -159,6 +162,7 @@ def grade(course: Course, assignment_id: str, submission: Submission, *,
                                  reference=reference, mutants=mutants, seed=seed,
                                  device="cuda" if use_gpu else "cpu", hidden=mode == "submit",
                                  timing_device=timed_on)
+        step("running the hidden tests" if mode == "submit" else "running the public tests")
         outcomes, errors = run_suite(tests_dir, context, visibility=visibility, only_task=only_task)
         notes += [f"test collection problem: {e}" for e in errors]
         if mode == "submit" and only_task in (None, "quiz"):
@@ -169,12 +173,12 @@ def grade(course: Course, assignment_id: str, submission: Submission, *,
         isolation = sandbox.isolation
     finally:
         sandbox.close()
+    step("scoring")
     scored = manifest
     if only_task is not None:  # `grade check --task X`: X alone, its points the whole
         findings = [f for f in findings if f.task == only_task]
         scored = replace(manifest, tasks=(manifest.task(only_task),))
-    result_score = score(scored, outcomes, findings, submission.submitted_at, deadline=deadline,
-                         extension=extension, closes_at=closes_at)
+    result_score = score(scored, outcomes, findings, submission.submitted_at)
     return GradeResult(
         assignment_id=manifest.id, assignment_title=manifest.title, student=submission.student,
         mode=mode, score=result_score, outcomes=tuple(outcomes), findings=tuple(findings),
@@ -186,4 +190,5 @@ def grade(course: Course, assignment_id: str, submission: Submission, *,
         duration_s=round(time.perf_counter() - started, 3),
         versions={"grader": __version__, **environment()},
         notes=tuple(list(submission.notes) + notes), student_output=student_output,
+        fingerprint=fingerprint,
     )
