@@ -12,7 +12,7 @@ import random
 import time
 from collections.abc import Callable
 from dataclasses import replace
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import torch
@@ -110,11 +110,16 @@ def grade(course: Course, assignment_id: str, submission: Submission, *,
           mode: str = "submit", only_task: str | None = None, seed: int | None = None,
           use_gpu: bool | None = None, allow_weak_sandbox: bool = False,
           protected: tuple[str, ...] = (), timing_device: str = "auto",
-          progress: Callable[[str], None] | None = None) -> GradeResult:
+          deadline: datetime | None = None, extension: timedelta | None = None,
+          closes_at: datetime | None = None, progress: Callable[[str], None] | None = None) -> GradeResult:
     """Grade one submission. Raises GraderError only when grading is impossible.
 
     `progress` is told each step as it starts (for a terminal's progress line). The result
     carries the fingerprint of what graded it (grader.core.fingerprint), for stale grades.
+
+    `deadline`, `extension` and `closes_at` go to the late policy (grader.core.scoring.score):
+    a hosted grader's due date instead of the manifest's, this student's extra time, and when
+    its late window closed.
 
     An official grade (mode "submit") needs a sandbox level the course requires
     (grader.pipeline.policy): SandboxRefused otherwise, unless `allow_weak_sandbox`, which
@@ -178,7 +183,8 @@ def grade(course: Course, assignment_id: str, submission: Submission, *,
     if only_task is not None:  # `grade check --task X`: X alone, its points the whole
         findings = [f for f in findings if f.task == only_task]
         scored = replace(manifest, tasks=(manifest.task(only_task),))
-    result_score = score(scored, outcomes, findings, submission.submitted_at)
+    result_score = score(scored, outcomes, findings, submission.submitted_at, deadline=deadline,
+                         extension=extension, closes_at=closes_at)
     return GradeResult(
         assignment_id=manifest.id, assignment_title=manifest.title, student=submission.student,
         mode=mode, score=result_score, outcomes=tuple(outcomes), findings=tuple(findings),
