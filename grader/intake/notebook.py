@@ -13,6 +13,11 @@ nbformat 4 is accepted, only the cells' type and source are kept, and a code
 cell larger than MAX_CELL_BYTES is refused before the grader parses it.
 Every problem is one SubmissionError: "<name> is not a readable Jupyter
 notebook: <what>; <what to do>".
+
+Quiz answers travel in the notebook too: a cell tagged `answers` (cell
+metadata `"tags": ["answers"]`, best a raw cell; a markdown cell may fence
+its text in ```toml) holds the text of answers.toml. It is never part of
+the assembled code; the released notebook carries it blank.
 """
 
 from __future__ import annotations
@@ -30,6 +35,9 @@ MAX_JSON_VALUES = 1_000_000  # values (numbers, strings, lists, objects) in the 
 MAX_CELLS = 5000
 MAX_CELL_BYTES = 256 * 1024  # one code cell's source (the grader parses it): as submission.MAX_SOURCE_BYTES
 _JSON_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
+
+ANSWERS_TAG = "answers"  # the tag of the cell holding the quiz answers (TOML, as in answers.toml)
+_FENCE = re.compile(r"^\s*(```|~~~)[^\n]*\n(?P<body>.*?)^\s*\1\s*$", re.DOTALL | re.MULTILINE)
 
 KEPT = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Import, ast.ImportFrom,
         ast.Assign, ast.AnnAssign)
@@ -66,6 +74,17 @@ def _unreadable(label: str, problem: str, fix: str = "open it in Jupyter and sav
 
 def read_cells(notebook_bytes: bytes, label: str = "notebook") -> list[tuple[str, str]]:
     """(cell type, source) of every cell of an nbformat 4 notebook, read with bounded memory."""
+    return [(kind, source) for kind, source, _ in read_tagged_cells(notebook_bytes, label)]
+
+
+def _tags(cell: dict) -> tuple[str, ...]:
+    metadata = cell.get("metadata")
+    tags = metadata.get("tags") if isinstance(metadata, dict) else None
+    return tuple(t for t in tags if isinstance(t, str)) if isinstance(tags, list) else ()
+
+
+def read_tagged_cells(notebook_bytes: bytes, label: str = "notebook") -> list[tuple[str, str, tuple[str, ...]]]:
+    """(cell type, source, tags) of every cell of an nbformat 4 notebook, read with bounded memory."""
     if len(notebook_bytes) > MAX_NOTEBOOK_BYTES:
         raise _unreadable(label, f"it is larger than {MAX_NOTEBOOK_BYTES // (1024 * 1024)} MiB",
                           "clear the outputs (Restart & Clear Output) and save it again")
@@ -112,7 +131,7 @@ def read_cells(notebook_bytes: bytes, label: str = "notebook") -> list[tuple[str
         if kind == "code" and len(source) > MAX_CELL_BYTES // 4 and len(source.encode()) > MAX_CELL_BYTES:
             raise _unreadable(label, f"code cell {number} holds more than {MAX_CELL_BYTES // 1024} KiB of code",
                               "move data out of the code, or split the cell")
-        found.append((kind, source))
+        found.append((kind, source, _tags(cell)))
     return found
 
 
@@ -128,10 +147,10 @@ def _parse(source: str) -> tuple[ast.Module | None, str]:
 
 def assemble_source(notebook_bytes: bytes, label: str = "notebook") -> str:
     """The module source assembled from a notebook's defining code cells."""
-    cells = read_cells(notebook_bytes, label)
+    cells = read_tagged_cells(notebook_bytes, label)
     chunks = [f"# assembled from {one_line(label, 120)} by the grader: definitions only\n"]
-    for index, (kind, cell_source) in enumerate(cells):
-        if kind != "code":
+    for index, (kind, cell_source, tags) in enumerate(cells):
+        if kind != "code" or ANSWERS_TAG in tags:
             continue
         source = _strip_magics(cell_source)
         tree, problem = _parse(source)
@@ -143,6 +162,17 @@ def assemble_source(notebook_bytes: bytes, label: str = "notebook") -> str:
         if kept:
             chunks.append(f"# --- cell {index + 1}\n" + "\n\n".join(kept) + "\n")
     return "\n".join(chunks)
+
+
+def answers_from_notebook(notebook_bytes: bytes, label: str = "notebook") -> str | None:
+    """The quiz answers (answers.toml text) of the cells tagged `answers`, in order; None when none is."""
+    texts = []
+    for kind, source, tags in read_tagged_cells(notebook_bytes, label):
+        if ANSWERS_TAG not in tags:
+            continue
+        fenced = _FENCE.search(source) if kind == "markdown" else None
+        texts.append(fenced.group("body") if fenced else source)
+    return "".join(text.rstrip("\n") + "\n" for text in texts) if texts else None
 
 
 def modules_from_notebook(notebook_bytes: bytes, module_files: tuple[str, ...],

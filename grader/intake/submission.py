@@ -29,7 +29,7 @@ from grader.core.quiz import ANSWERS_FILE
 from grader.core.student_ids import check_student_id
 from grader.core.text import one_line
 from grader.intake.archive import check_entry, open_zip, read_entry
-from grader.intake.notebook import MAX_NOTEBOOK_BYTES, modules_from_notebook
+from grader.intake.notebook import MAX_NOTEBOOK_BYTES, answers_from_notebook, modules_from_notebook
 
 MAX_FILES = 200  # files kept
 MAX_TOTAL_BYTES = 20 * 1024 * 1024  # bytes kept, all files together
@@ -258,10 +258,13 @@ def _from_notebook(path: Path, module_files: tuple[str, ...]) -> dict[str, bytes
     data = read_regular(path, MAX_NOTEBOOK_BYTES, label, follow=True,
                         advice="clear the outputs (Restart & Clear Output) and save it again")
     files = modules_from_notebook(data, module_files, label)
+    answers = answers_from_notebook(data, label)  # the cell tagged `answers`: the quiz, as answers.toml
     size = max((len(text) for text in files.values()), default=0)
     if size > MAX_SOURCE_BYTES:
         raise SubmissionError(f"{label}: the code assembled from its cells is {_mib(size)}, more than the "
                               f"{_mib(MAX_SOURCE_BYTES)} a Python file may be")
+    if answers is not None and ANSWERS_FILE not in files:
+        files[ANSWERS_FILE] = answers.encode("utf-8")
     check_sizes(label, {name: len(text) for name, text in files.items()}, module_files)
     return files
 
