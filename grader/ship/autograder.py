@@ -99,16 +99,20 @@ VENV=${{{venv_env}:-{default_venv}}}
 export {home_env}="$HOME_DIR"
 RESULTS="$HOME_DIR/results/results.json"
 mkdir -p "$HOME_DIR/results"
+rm -f "$RESULTS"
 [ -x "$VENV/bin/grade" ] && PATH="$VENV/bin:$PATH"
 timeout --kill-after=5 {limit_s} grade --course "$HOME_DIR/source" autograder run "$ASSIGNMENT" "$@"
 status=$?
-if [ "$status" = 124 ] || [ "$status" = 137 ] || [ ! -s "$RESULTS" ]; then
+if [ ! -s "$RESULTS" ]; then  # the grader writes it last: missing means it did not finish
   python3 - "$status" "$RESULTS" <<'PY'
 import json, sys
 status, path = int(sys.argv[1]), sys.argv[2]
-if status in (124, 137):
+if status == 124:
     reason = ("grading took longer than the autograder's time limit ({limit_s} s) and was stopped; "
               "look for code that runs very long (an endless loop, a huge input) and submit again")
+elif status == 137:
+    reason = ("the grader was killed, most likely by the autograder's memory limit (a very large "
+              "tensor?) or its time limit; tell the course staff if your code is not the cause")
 else:
     reason = f"the grader stopped unexpectedly (exit {{status}}); tell the course staff"
 json.dump({{"score": 0, "output": "The grader could not grade this submission: " + reason + ".",
