@@ -26,9 +26,9 @@ def _run(page: Path, extra: list[str]) -> subprocess.CompletedProcess:
                                page.resolve().as_uri()], capture_output=True, text=True, timeout=120)
 
 
-def render(page: Path) -> tuple[str, list[str]]:
-    """(DOM after load, console error lines)."""
-    done = _run(page, ["--dump-dom"])
+def render(page: Path, window: tuple[int, int] | None = None) -> tuple[str, list[str]]:
+    """(DOM after load, console error lines); `window`: the viewport (width, height) to lay it out in."""
+    done = _run(page, ["--dump-dom", *([f"--window-size={window[0]},{window[1]}"] if window else [])])
     console = [line for line in done.stderr.splitlines()
                if "CONSOLE" in line and ("ERROR" in line or "Uncaught" in line)]
     return done.stdout, console

@@ -126,7 +126,8 @@ def test_csv_export_has_every_student(graded_class: GradedClass, tmp_path: Path)
     assert result.exit_code == 0, result.output
     table = list(csv.DictReader(out.read_text().splitlines()))
     assert list(table[0]) == ["student", "name", "email", "total", "max", "double", "normalize", "quiz",
-                              "late_penalty", "late_days", "submitted_at", "graded_at"]
+                              "late_penalty", "late_days", "submitted_at", "graded_at",
+                              "computed_total", "overrides", "extension"]
     by_student = {row["student"]: row for row in table}
     assert set(by_student) == {s.id for s in STUDENTS} | set(ROSTER_ONLY)
     for student in GRADED:

@@ -296,16 +296,22 @@ def report(course: Course, assignment: str, out: str | None, gradebook_path: str
 
 @main.command()
 @click.argument("assignment")
-@click.option("--format", "fmt", type=click.Choice(["csv", "gradescope"]), required=True,
-              help="csv: one row per student; gradescope: OUT/STUDENT/results.json.")
+@click.option("--format", "fmt", type=click.Choice(["csv", "canvas", "moodle", "gradescope"]), required=True,
+              help="csv: one row per student; canvas, moodle: their grade-import CSV; "
+                   "gradescope: OUT/STUDENT/results.json.")
 @click.option("--out", type=click.Path(), default=None,
               help="CSV file (default: stdout) or folder (default: <course>/.grade/exports/ASSIGNMENT-gradescope).")
+@click.option("--column", default=None,
+              help="canvas, moodle: the grade column's name (default: the assignment's title; for an existing "
+                   "Canvas assignment write it as Canvas does, 'Title (12345)').")
 @gradebook_option
 @pass_course
 @library_errors
-def export(course: Course, assignment: str, fmt: str, out: str | None, gradebook_path: str | None) -> None:
-    """Grades for a spreadsheet or LMS, or per-student Gradescope results.json files."""
-    from grader.render.exports import export_csv, export_gradescope, gradescope_folder, write_csv
+def export(course: Course, assignment: str, fmt: str, out: str | None, column: str | None,
+           gradebook_path: str | None) -> None:
+    """Grades for a spreadsheet or LMS, or per-student Gradescope results.json files (as they stand:
+    extensions and overrides applied)."""
+    from grader.render.exports import export_gradescope, export_table, gradescope_folder, write_csv
 
     with _existing_gradebook(course, gradebook_path) as book:
         if fmt == "gradescope":
@@ -313,9 +319,9 @@ def export(course: Course, assignment: str, fmt: str, out: str | None, gradebook
             written = export_gradescope(course, assignment, book, folder)
             click.echo(f"{len(written)} results.json file(s) under {folder}")
         elif out is None:
-            click.echo(export_csv(course, assignment, book), nl=False)
+            click.echo(export_table(course, assignment, book, fmt, column), nl=False)
         else:
-            click.echo(f"csv: {write_csv(course, assignment, book, out)}", err=True)
+            click.echo(f"{fmt}: {write_csv(course, assignment, book, out, fmt, column)}", err=True)
 
 
 @main.group()

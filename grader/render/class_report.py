@@ -1,27 +1,39 @@
 """The instructor's class report: the gradebook → a view model → one HTML page.
 
-Each student counts once, with their latest graded submission. Everything
-shown is computed here; templates/class_report.html.j2 only lays it out. The
-page is self-contained (inline CSS, the histogram as an inline PNG) so it can
-be mailed or archived. It is for staff only: it names students, shows
-similarity flags and batch errors.
+Each student counts once, with their latest graded submission, scored as it
+stands today (render/standing.py: the late policy with their current
+extension, then staff overrides). Everything shown is computed here;
+templates/class_report.html.j2 only lays it out. The page is self-contained
+(inline CSS, the histogram as an inline PNG) so it can be mailed or
+archived, and its tables fit a laptop screen (1366 px wide) whatever the
+ids, names and messages are. It is for staff only: it names students, shows
+similarity flags, overrides and their reasons, and batch errors.
+
+Each student links to their own report (where it was written), and every
+zero says why it is a zero: a syntax error, a missing file, a forbidden API,
+a timeout, a late submission, an override...
 """
 
 from __future__ import annotations
 
+import os
 import statistics
 from collections import Counter, defaultdict
+from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 
 from grader.core.compat import UTC
 from grader.core.course import Course
+from grader.core.fingerprint import grading_fingerprint
 from grader.core.manifest import Manifest, load_manifest
-from grader.core.records import FAILED
-from grader.core.text import printable_data
+from grader.core.records import FAILED, GradeResult, Score, TaskScore
+from grader.core.scoring import late_fraction
+from grader.core.text import one_line, printable_data
 from grader.render.figures import percent, png_data_uri, pyplot
 from grader.render.report import environment
 from grader.render.similarity import clusters, find_similar, instructor_sources
+from grader.render.standing import Standing, standings
 from grader.storage.gradebook import Gradebook, SubmissionRecord
 
 FAST_SHARE = 0.25  # full marks in under this share of the class's median grading time is unusual
@@ -155,13 +167,178 @@ def _similarity(course: Course, manifest: Manifest, book: Gradebook,
             "sources": [m.to_dict() for m in matches if m.kind == "source"]}
 
 
+ZERO_KIND_WORDS = {  # why every test of a task failed, in a few words
+    "timeout": "timed out", "budget": "ran out of the time budget", "crashed": "crashed the sandbox worker",
+    "not_implemented": "not implemented (still raises NotImplementedError)", "missing": "function missing",
+    "raised": "raised an exception in every test", "wrong": "wrong result in every test",
+    "degenerate": "a placeholder result (constant, NaN or an input handed back)",
+    "unsupported": "returned something that is not a tensor", "forbidden": "called a forbidden API",
+    "test_error": "unusable result", "not_run": "not run",
+}
+
+
+def _import_failure(result: GradeResult, message: str) -> str:
+    """Why a module did not import: a missing file or a syntax error (from the submission's notes)."""
+    for note in result.notes:
+        if note.startswith("missing file(s):"):
+            return "missing file: " + note.split(":", 1)[1].strip()
+    for note in result.notes:
+        if ": syntax error: " in note:
+            filename, problem = note.split(": syntax error: ", 1)
+            return f"syntax error in {filename}: {problem}"
+    first = one_line(message, 160).split(": ", 1)[-1] if message else ""
+    return "module failed to import" + (f" ({first})" if first else "")
+
+
+def _why_task_zero(result: GradeResult, task: TaskScore) -> str:
+    """Why one task earned 0 of its points, in a few words."""
+    if task.status == "forbidden":
+        groups = sorted({f.group for f in result.findings if f.task == task.task_id})
+        return f"forbidden API ({', '.join(groups)})" if groups else "called a forbidden API while running"
+    if task.status == "no_tests":
+        return "no tests ran for this task"
+    outcomes = [o for o in result.outcomes if o.task == task.task_id and o.status == FAILED]
+    if not outcomes:
+        return "no test passed"
+    kinds = Counter(str(o.kind) for o in outcomes)
+    kind, _ = kinds.most_common(1)[0]
+    if task.kind == "quiz":
+        messages = {o.message for o in outcomes}
+        return one_line(messages.pop(), 120) if len(messages) == 1 else "every answer wrong"
+    if kind == "import_failed":
+        return _import_failure(result, next(o.message for o in outcomes if o.kind == "import_failed"))
+    if kind == "timeout":
+        return "timed out (each call has the manifest's call_timeout_s)"
+    return ZERO_KIND_WORDS.get(kind, kind.replace("_", " "))
+
+
+def zero_reasons(manifest: Manifest, standing: Standing) -> dict[str | None, str]:
+    """task id → why that task earned 0 (tasks worth points, not pending), and None → why the
+    total is 0 when it is."""
+    result, score = standing.record.result, standing.score
+    overridden = {o.task: o for o in score.overrides}
+    reasons: dict[str | None, str] = {}
+    for task in score.tasks:
+        if task.earned > 0 or task.points <= 0 or task.status == "pending":
+            continue
+        override = overridden.get(task.task_id)
+        reasons[task.task_id] = (f"set to 0 by {override.author}: {override.reason}" if override
+                                 else _why_task_zero(result, task))
+    if score.total <= 0:
+        if None in overridden:
+            reasons[None] = f"set to 0 by {overridden[None].author}: {overridden[None].reason}"
+        elif score.raw > 0 and late_fraction(manifest.late_policy, score.late_days) >= 1:
+            reasons[None] = (f"late by {score.late_days} day(s), past the {manifest.late_policy.max_days_late} "
+                             f"day(s) late work is accepted")
+        elif score.raw > 0:
+            reasons[None] = "submitted after the late window closed"
+        else:
+            distinct = list(dict.fromkeys(r for t, r in reasons.items() if t is not None))
+            reasons[None] = "; ".join(distinct) if distinct else "no test passed"
+    return reasons
+
+
+def _report_link(course: Course, student: str, assignment_id: str, page: Path | None) -> str | None:
+    """The student's own report, relative to the class report's page (None if it was never written)."""
+    try:
+        target = course.report_path(student, assignment_id)
+    except Exception:  # an id that cannot name a report folder has no report to link to
+        return None
+    if not target.is_file():
+        return None
+    base = (page or course.reports_dir / f"{assignment_id}-class.html").resolve().parent
+    return Path(os.path.relpath(target.resolve(), base)).as_posix()
+
+
+def _points_text(value: float) -> str:
+    return f"{value:g}"
+
+
+def _overrides(standings_by_student: dict[str, Standing], book: Gradebook, assignment_id: str) -> list[dict]:
+    rows = []
+    for record in book.overrides(assignment_id, include_cleared=True):
+        standing = standings_by_student.get(record.student_id)
+        rows.append({
+            "id": record.id, "student": record.student_id, "task": record.task_id or "total",
+            "points": record.points, "reason": record.reason, "author": record.author,
+            "created_at": record.created_at, "total_before": record.total_before,
+            "total_after": record.total_after, "active": record.active,
+            "cleared": (f"cleared {record.cleared_at} by {record.cleared_by}: {record.cleared_reason}"
+                        if not record.active else ""),
+            "earlier_files": bool(standing and record.active and standing.record.sha256 != record.sha256),
+        })
+    return rows
+
+
+def _history(book: Gradebook, assignment_id: str, standings_by_student: dict[str, Standing]) -> list[dict]:
+    """Students graded more than once: every earlier grading, and the one that counts now."""
+    by_student: dict[str, list] = defaultdict(list)
+    for grading in book.history(assignment_id):
+        by_student[grading.student_id].append(grading)
+    rows = []
+    for student, gradings in sorted(by_student.items()):
+        if len(gradings) < 2:
+            continue
+        current = standings_by_student.get(student)
+        for grading in gradings:
+            counts = bool(current and grading.current and grading.sha256 == current.record.sha256)
+            rows.append({"student": student, "graded_at": grading.graded_at, "total": grading.total,
+                         "sha": grading.sha256[:12], "counts": counts,
+                         "why": ("counts now" if counts else
+                                 grading.replaced_because or ("an earlier submission" if grading.current else ""))})
+    return rows
+
+
+def _student_row(course: Course, manifest: Manifest, standing: Standing, name: str, page: Path | None,
+                 current_fingerprint: str) -> dict:
+    record, score = standing.record, standing.score
+    reasons = zero_reasons(manifest, standing)
+    notes = []
+    if None in reasons:
+        notes.append(f"0: {reasons[None]}")
+    if score.overrides:
+        notes.append("overridden: " + ", ".join(f"{o.task or 'total'} {_points_text(o.computed or 0)} → "
+                                                f"{_points_text(o.points)}" for o in score.overrides))
+    if standing.extension:
+        notes.append(f"extension {standing.extension.describe()}")
+    if record.fingerprint != current_fingerprint:
+        notes.append("graded before the grading changed")
+    return {"student": record.student_id, "name": name, "total": score.total,
+            "percent": percent(score.total, manifest.max_points),
+            "late_days": score.late_days, "form": record.result.submission_form,
+            "submitted_at": record.submitted_at, "graded_at": record.graded_at,
+            "duration_s": round(record.result.duration_s, 2), "sha": record.sha256[:12],
+            "tasks": {t.task_id: t.earned for t in score.tasks},
+            "task_notes": {t: r for t, r in reasons.items() if t is not None},
+            "report": _report_link(course, record.student_id, manifest.id, page),
+            "notes": notes, "zero_reason": reasons.get(None)}
+
+
+def _zeros(manifest: Manifest, students: list[dict]) -> list[dict]:
+    """Every zero of the class with its reason: zero totals first, then zero tasks."""
+    titles = {t.id: t.title for t in manifest.tasks}
+    totals = [{"student": s["student"], "task": "total", "title": "the whole assignment", "why": s["zero_reason"]}
+              for s in students if s["zero_reason"]]
+    zero_total = {row["student"] for row in totals}
+    tasks = [{"student": s["student"], "task": task, "title": titles.get(task, task), "why": why}
+             for s in students if s["student"] not in zero_total for task, why in s["task_notes"].items()]
+    return totals + tasks
+
+
 def class_view_model(course: Course, assignment_id: str, book: Gradebook, *,
-                     with_histogram: bool = True, with_similarity: bool = True) -> dict:
-    """Everything the class report shows, precomputed; every string made printable (grader/text.py)."""
+                     with_histogram: bool = True, with_similarity: bool = True, page: Path | None = None) -> dict:
+    """Everything the class report shows, precomputed; every string made printable (grader/text.py).
+
+    `page`: where the report will be written (links to each student's report are relative to it)."""
     manifest = load_manifest(course.assignment_dir(assignment_id) / "assignment.toml")
-    latest = book.latest(assignment_id)
-    records = [latest[s] for s in sorted(latest)]
+    by_student = standings(manifest, book)
+    records = [_as_final(by_student[s]) for s in sorted(by_student)]
+    latest = {r.student_id: r for r in records}
     students = {s["id"]: s for s in book.students()}
+    current_fingerprint = grading_fingerprint(course, assignment_id)
+    student_rows = [_student_row(course, manifest, by_student[r.student_id],
+                                 (students.get(r.student_id) or {}).get("name") or "", page, current_fingerprint)
+                    for r in records]
     totals = [r.total for r in records]
     percents = [percent(t, manifest.max_points) for t in totals]
     errors = book.errors(assignment_id)
@@ -170,8 +347,15 @@ def class_view_model(course: Course, assignment_id: str, book: Gradebook, *,
                for s, info in sorted(students.items()) if s not in latest]
     late = [{"student": r.student_id, "name": (students.get(r.student_id) or {}).get("name") or "",
              "submitted_at": r.submitted_at, "late_days": r.result.score.late_days,
-             "penalty": r.late_penalty, "total": r.total}
+             "penalty": r.late_penalty, "total": r.total, "due_at": r.result.score.due_at,
+             "extension": by_student[r.student_id].extension.describe() if by_student[r.student_id].extension
+             else ""}
             for r in records if r.result.score.late_days > 0]
+    extensions = [{"student": student, "extension": record.describe(), "reason": record.reason,
+                   "author": record.author, "granted_at": record.granted_at,
+                   "scope": "every assignment (roster)" if not record.assignment_id else record.assignment_id}
+                  for student, record in sorted(book.extensions(assignment_id).items())]
+    overrides = _overrides(by_student, book, assignment_id)
     fast, identical = _outliers(records)
     return printable_data({
         "title": manifest.title, "assignment": manifest.id, "max_points": manifest.max_points,
@@ -180,6 +364,10 @@ def class_view_model(course: Course, assignment_id: str, book: Gradebook, *,
         "counts": {"roster": len(students), "graded": len(records), "missing": len(missing),
                    "late": len(late), "errors": len(errors),
                    "submissions": len(book.submissions(assignment_id))},
+        "staff": {"overrides": sum(o["active"] for o in overrides), "extensions": len(extensions),
+                  "regraded": len({h["student"] for h in _history(book, assignment_id, by_student)}),
+                  "stale": sum(r.fingerprint != current_fingerprint for r in records),
+                  "zeros": sum(1 for s in student_rows if s["zero_reason"])},
         "stats": {"mean": round(statistics.fmean(totals), 2) if totals else None,
                   "median": round(statistics.median(totals), 2) if totals else None,
                   "stdev": round(statistics.stdev(totals), 2) if len(totals) > 1 else None,
@@ -189,13 +377,10 @@ def class_view_model(course: Course, assignment_id: str, book: Gradebook, *,
         "histogram_bins": [{"label": f"{i * 100 // HISTOGRAM_BINS}–{(i + 1) * 100 // HISTOGRAM_BINS}%",
                             "count": n} for i, n in enumerate(histogram_counts(percents))],
         "tasks": _task_rows(manifest, records),
-        "students": [{"student": r.student_id, "name": (students.get(r.student_id) or {}).get("name") or "",
-                      "total": r.total, "percent": percent(r.total, manifest.max_points),
-                      "late_days": r.result.score.late_days, "form": r.result.submission_form,
-                      "submitted_at": r.submitted_at, "graded_at": r.graded_at,
-                      "duration_s": round(r.result.duration_s, 2), "sha": r.sha256[:12],
-                      "tasks": {t.task_id: t.earned for t in r.result.score.tasks}}
-                     for r in records],
+        "students": student_rows,
+        "zeros": _zeros(manifest, student_rows),
+        "overrides": overrides, "extensions": extensions,
+        "history": _history(book, assignment_id, by_student),
         "late": late, "missing": missing,
         "errors": [{**e, "sha": e["sha256"][:12], "graded": e["student"] in latest} for e in errors],
         "leaderboard": _leaderboard(records),
@@ -203,6 +388,14 @@ def class_view_model(course: Course, assignment_id: str, book: Gradebook, *,
         "similarity": _similarity(course, manifest, book, records) if with_similarity
         else {"clusters": [], "pairs": [], "sources": []},
     })
+
+
+def _as_final(standing: Standing) -> SubmissionRecord:
+    """The record with its final score in place of the recorded one (for the tables built from records)."""
+    record = standing.record
+    score: Score = standing.score
+    return replace(record, total=score.total, late_penalty=score.late_penalty,
+                   result=replace(record.result, score=score))
 
 
 def render_class_report(model: dict, templates_dir: Path) -> str:
@@ -214,6 +407,6 @@ def write_class_report(course: Course, assignment_id: str, book: Gradebook,
     """Render the report to `out` (default: <course>/.grade/reports/ASSIGNMENT-class.html)."""
     path = Path(out) if out else course.reports_dir / f"{assignment_id}-class.html"
     path.parent.mkdir(parents=True, exist_ok=True)
-    html = render_class_report(class_view_model(course, assignment_id, book), course.templates_dir)
+    html = render_class_report(class_view_model(course, assignment_id, book, page=path), course.templates_dir)
     path.write_text(html, encoding="utf-8")
     return path

@@ -1,0 +1,230 @@
+"""The class report for staff: links to each student's report, why every zero is a zero, overrides,
+extensions and regrade history, and tables that fit a laptop screen in a real headless Chromium.
+
+The gradebook is built from scored (not graded) results that carry what real gradings carry
+(a syntax error's note and import failures, a missing file, a forbidden API finding, a
+timeout...), so the page is checked in seconds.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+from class_builder import FIXTURE
+from click.testing import CliRunner
+
+from grader.cli.main import main
+from grader.core.course import Course
+from grader.core.fingerprint import grading_fingerprint
+from grader.core.manifest import load_manifest
+from grader.core.records import FAILED, PASSED, GradeResult, StaticFinding, TestOutcome
+from grader.core.scoring import score
+from grader.intake.submission import Submission
+from grader.render.class_report import class_view_model
+from grader.render.report import write_html
+from grader.storage.gradebook import Gradebook
+from tests.browser import chromium, render
+
+LAPTOP = (1366, 768)
+IMPORT_FAILED = "your module mini could not be imported, so {f} could not run: {why}"
+
+
+@pytest.fixture
+def course(tmp_path: Path) -> Path:
+    target = tmp_path / "course"
+    shutil.copytree(FIXTURE, target, ignore=shutil.ignore_patterns("__pycache__", ".grade"))
+    return target
+
+
+def outcome(task: str, name: str, status: str = PASSED, kind: str = "", message: str = "") -> TestOutcome:
+    return TestOutcome(name=name, task=task, status=status, kind=kind, message=message,
+                       fraction=1.0 if status == PASSED else 0.0)
+
+
+def result(course: Path, student: str, outcomes: list[TestOutcome], *, notes: tuple[str, ...] = (),
+           findings: tuple[StaticFinding, ...] = (), submitted_at: str | None = None) -> GradeResult:
+    manifest = load_manifest(course / "assignments" / "mini" / "assignment.toml")
+    when = datetime.fromisoformat(submitted_at) if submitted_at else None
+    return GradeResult(assignment_id="mini", assignment_title=manifest.title, student=student, mode="submit",
+                       score=score(manifest, outcomes, findings, when), outcomes=tuple(outcomes), findings=findings,
+                       submission_sha256=(student.encode().hex() * 64)[:64], submission_form="folder",
+                       submitted_at=submitted_at, graded_at="2026-12-01T13:00:00+00:00", seed=5,
+                       isolation="process", isolation_level="process", duration_s=3.0, notes=notes,
+                       fingerprint=grading_fingerprint(Course(course), "mini"))
+
+
+def failing_imports(why: str) -> list[TestOutcome]:
+    return [outcome(task, f"test_{task}_{n}", FAILED, "import_failed", IMPORT_FAILED.format(f=task, why=why))
+            for task in ("double", "normalize") for n in range(2)]
+
+
+def quiz(right: bool = True) -> list[TestOutcome]:
+    return [outcome("quiz", "quiz::row_sum", PASSED if right else FAILED, "" if right else "wrong",
+                    "" if right else "no answers.toml was submitted")]
+
+
+def the_class(course: Path) -> list[GradeResult]:
+    forbidden = StaticFinding("normalize", "normalize", "softmax", 9, "torch.softmax(x, -1)")
+    return [
+        result(course, "ada", [outcome("double", "t1"), outcome("normalize", "t2"), *quiz()]),
+        result(course, "syn", failing_imports("SyntaxError: expected ':' (mini.py, line 3)") + quiz(False),
+               notes=("mini.py: syntax error: expected ':' (line 3)",)),
+        result(course, "gone", failing_imports("FileNotFoundError: mini.py was not handed in") + quiz(False),
+               notes=("missing file(s): mini.py",)),
+        result(course, "cheat", [outcome("double", "t1", FAILED, "wrong", "wrong values"),
+                                 outcome("normalize", "t2", FAILED, "forbidden", "forbidden API"), *quiz(False)],
+               findings=(forbidden,)),
+        result(course, "slow", [outcome("double", "t1", FAILED, "timeout", "double did not return within 5 s"),
+                                outcome("normalize", "t2", FAILED, "timeout", "timed out"), *quiz(False)]),
+        result(course, "late", [outcome("double", "t1"), outcome("normalize", "t2"), *quiz()],
+               submitted_at="2026-12-05T08:00:00+00:00"),  # more than 2 days late: 0
+        result(course, "stub", [outcome("double", "t1", FAILED, "not_implemented", "NotImplementedError"),
+                                outcome("normalize", "t2", FAILED, "not_implemented", "NotImplementedError"),
+                                *quiz()]),
+    ]
+
+
+def record_all(course: Path, book: Gradebook, results: list[GradeResult]) -> None:
+    for graded in results:
+        book.record(graded, Submission(files={"mini.py": f"# {graded.student}\n".encode()}, source="x",
+                                       form="folder", student=graded.student))
+
+
+def test_every_zero_says_why_and_every_student_links_to_their_report(course: Path, tmp_path: Path):
+    gradebook = tmp_path / "gb.sqlite"
+    with Gradebook(gradebook) as book:
+        results = the_class(course)
+        record_all(course, book, results)
+        book.add_override("ada", "mini", None, 0, "copied the exam", sha256=results[0].submission_sha256,
+                          total_before=100, total_after=0, author="prof")
+        for graded in results[:3]:  # reports written by submit/batch for three of them
+            write_html(graded, Course(course).report_path(graded.student, "mini"), Course(course).templates_dir)
+        model = class_view_model(Course(course), "mini", book, with_histogram=False, with_similarity=False)
+    zeros = {(z["student"], z["task"]): z["why"] for z in model["zeros"]}
+    assert zeros[("syn", "total")] == "syntax error in mini.py: expected ':' (line 3); no answers.toml was submitted"
+    assert zeros[("gone", "total")] == "missing file: mini.py; no answers.toml was submitted"
+    assert zeros[("cheat", "total")] == ("wrong result in every test; forbidden API (softmax); "
+                                         "no answers.toml was submitted")
+    assert zeros[("slow", "total")].startswith("timed out")
+    assert zeros[("late", "total")] == "late by 4 day(s), past the 2 day(s) late work is accepted"
+    assert zeros[("ada", "total")] == "set to 0 by prof: copied the exam"
+    assert zeros[("stub", "double")] == "not implemented (still raises NotImplementedError)"
+    assert ("stub", "total") not in zeros and ("stub", "quiz") not in zeros  # the quiz earned its points
+    assert model["staff"]["zeros"] == 6
+    links = {s["student"]: s["report"] for s in model["students"]}
+    assert links == {"ada": "ada/mini.html", "syn": "syn/mini.html", "gone": "gone/mini.html", "cheat": None,
+                     "slow": None, "late": None, "stub": None}
+    out = tmp_path / "elsewhere" / "class.html"  # a page written elsewhere links back to the reports
+    result_cli = CliRunner().invoke(main, ["--course", str(course), "report", "mini", "--out", str(out),
+                                           "--gradebook", str(gradebook)])
+    assert result_cli.exit_code == 0, result_cli.output
+    html = out.read_text()
+    for student in ("ada", "syn", "gone"):
+        href = re.search(rf'<a href="([^"]+)" data-report="{student}">', html).group(1)
+        assert (out.parent / href).resolve() == Course(course).report_path(student, "mini").resolve()
+    assert 'data-report="slow"' not in html
+    assert 'data-zero="syn|total"' in html and "syntax error in mini.py" in html
+    assert 'title="not implemented (still raises NotImplementedError)"' in html
+
+
+def test_overrides_extensions_and_history_are_shown(course: Path, tmp_path: Path):
+    with Gradebook(tmp_path / "gb.sqlite") as book:
+        results = the_class(course)
+        record_all(course, book, results)
+        late = results[5]
+        book.record(late, Submission(files={"mini.py": b"# late\n"}, source="x", form="folder", student="late"),
+                    replaced_because="regraded with --force")
+        book.set_extension("late", "mini", until=datetime.fromisoformat("2026-12-05T12:00:00+00:00"),
+                           reason="hospital", author="ta1")
+        book.add_override("stub", "mini", "double", 20, "explained it in office hours", sha256="s" * 64,
+                          total_before=20, total_after=40, author="ta2")
+        model = class_view_model(Course(course), "mini", book, with_histogram=False, with_similarity=False)
+    students = {s["student"]: s for s in model["students"]}
+    assert students["late"]["total"] == 100 and students["late"]["late_days"] == 0  # the extension counts
+    assert students["late"]["notes"] == ["extension until 2026-12-05T12:00:00+00:00"]
+    assert students["stub"]["total"] == 40 and students["stub"]["tasks"]["double"] == 20
+    assert students["stub"]["notes"] == ["overridden: double 0 → 20"]
+    assert [(o["student"], o["task"], o["earlier_files"]) for o in model["overrides"]] == [("stub", "double", True)]
+    assert model["extensions"][0]["student"] == "late" and model["extensions"][0]["reason"] == "hospital"
+    assert [(h["student"], h["counts"], h["why"]) for h in model["history"]] == [
+        ("late", False, "regraded with --force"), ("late", True, "counts now")]
+    assert model["staff"] == {"overrides": 1, "extensions": 1, "regraded": 1, "stale": 0, "zeros": 4}
+    assert model["late"] == []
+
+
+def laptop_probe(page: Path) -> Path:
+    """The page plus a script that opens every <details> and reports each table wider than the page."""
+    probe = page.with_name("probe.html")
+    script = """<script>
+window.addEventListener('load', () => {
+  document.querySelectorAll('details').forEach(d => { d.open = true; });
+  const page = document.documentElement.clientWidth;
+  const wide = [];
+  document.querySelectorAll('table').forEach((table, i) => {
+    const box = table.getBoundingClientRect();
+    const room = table.parentElement.getBoundingClientRect();
+    if (box.right > page + 0.5 || box.right > room.right + 0.5 || table.scrollWidth > table.clientWidth + 1) {
+      wide.push(((table.closest('section') || {}).id || 'page') + ':' + i + ':' + Math.round(box.width));
+    }
+  });
+  document.body.dataset.viewport = window.innerWidth + 'x' + window.innerHeight;
+  document.body.dataset.pageWidth = document.documentElement.scrollWidth + '/' + page;
+  document.body.dataset.tables = String(document.querySelectorAll('table').length);
+  document.body.dataset.wide = wide.join(' ');
+});
+</script></body>"""
+    probe.write_text(page.read_text().replace("</body>", script))
+    return probe
+
+
+LONG_TASKS = [("scaled_dot_product_attention_with_masks", 14), ("grouped_query_attention_repeat_kv", 12),
+              ("sliding_window_attention_linear_memory", 12), ("streaming_attention_with_sinks", 10),
+              ("flash_attention_forward_online_softmax", 14), ("flash_attention_backward_pass", 10),
+              ("rotary_position_embeddings_half_split", 10), ("alibi_slopes_and_bias", 8),
+              ("kv_cache_bytes_every_layer", 10)]
+
+
+@pytest.mark.skipif(chromium() is None, reason="no Chromium installed (apt-get install chromium)")
+def test_every_table_fits_a_laptop_screen(course: Path, tmp_path: Path):
+    manifest = course / "assignments" / "mini" / "assignment.toml"
+    text = manifest.read_text().split("[[tasks]]")[0]
+    for task_id, points in LONG_TASKS:
+        text += f'[[tasks]]\nid = "{task_id}"\ntitle = "{task_id.replace("_", " ").title()}"\npoints = {points}\n' \
+                f'functions = ["{task_id}_fn"]\nsections = ["§24"]\n\n'
+    manifest.write_text(text)
+    long_id = "a" * 30 + "." + "b" * 33  # 64 characters, the longest id there is
+    unbroken = "x" * 300
+    students = [long_id, *[f"student{n:02d}" for n in range(14)]]
+    gradebook = tmp_path / "gb.sqlite"
+    with Gradebook(gradebook) as book:
+        book.import_roster([{"id": s, "name": "Maximiliana Wolfeschlegelsteinhausenbergerdorff-" + unbroken[:40],
+                             "email": f"{s}@{unbroken[:60]}.example.edu"} for s in students])
+        for number, student in enumerate(students):
+            outcomes = [outcome(task_id, f"test_{task_id}_{'z' * 60}", PASSED if (number + i) % 3 else FAILED,
+                                "" if (number + i) % 3 else "wrong", "wrong values")
+                        for i, (task_id, _) in enumerate(LONG_TASKS)]
+            graded = result(course, student, outcomes, notes=(f"mini.py: syntax error: {unbroken}",),
+                            submitted_at="2026-12-02T08:00:00+00:00")
+            record_all(course, book, [graded])
+        book.record(result(course, long_id, [outcome(LONG_TASKS[0][0], "t", FAILED, "import_failed", unbroken)]),
+                    Submission(files={"mini.py": b"#\n"}, source="x", form="folder", student=long_id))
+        book.record_error("zz-broken", "mini", "0" * 64, "SubmissionError: " + unbroken)
+        book.add_override(long_id, "mini", None, 1, "reason " + unbroken, sha256="0" * 64, total_before=0,
+                          total_after=1, author="prof-" + unbroken[:50])
+        book.set_extension(students[1], "mini", extra=None, until=datetime.fromisoformat("2026-12-09T23:59:00+00:00"),
+                           reason="because " + unbroken, author="ta")
+    out = tmp_path / "class.html"
+    done = CliRunner().invoke(main, ["--course", str(course), "report", "mini", "--out", str(out),
+                                     "--gradebook", str(gradebook)])
+    assert done.exit_code == 0, done.output
+    dom, console = render(laptop_probe(out), window=LAPTOP)
+    assert console == []
+    assert re.search(r'data-viewport="1366x\d+"', dom), "the page was not laid out at laptop width"
+    assert int(re.search(r'data-tables="(\d+)"', dom).group(1)) >= 10
+    page_width, viewport = map(int, re.search(r'data-page-width="(\d+)/(\d+)"', dom).group(1, 2))
+    assert page_width <= viewport, "the page scrolls sideways"
+    assert re.search(r'data-wide="([^"]*)"', dom).group(1) == ""
