@@ -5,6 +5,8 @@
 #   3. the TFLOP/s benchmark (our kernel, torch SDPA, naive)
 #   4. `grade submit assignment3` on the reference and on a slow (16x16-tile) submission,
 #      written by scripts/make_slow_kernel.py
+#   5. the sandbox on a GPU worker (`grade sandbox`: every layer with CUDA in use) and the timing
+#      protocol's attacks timed on the GPU (patched clocks, memoised and replayed outputs)
 # then one summary table. Output folder: $1 (default: gpu-check-out/).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -22,4 +24,6 @@ grade submit assignment3 --workspace reference/assignment3 --student reference -
 python scripts/make_slow_kernel.py "$out/slow-kernel" > /dev/null
 grade submit assignment3 --workspace "$out/slow-kernel" --student slow --no-record \
   --json "$out/slow.json" --html "$out/slow.html" > "$out/slow.txt" 2>&1
+grade sandbox 2>&1 | tee "$out/sandbox.txt"
+python -m pytest tests/test_attacks.py -q -k "timing_attack and cuda" -m "gpu or not gpu" 2>&1 | tee "$out/timing-attacks.log"
 python scripts/gpu_summary.py "$out/reference.json" "$out/slow.json" | tee "$out/summary.txt"

@@ -394,12 +394,12 @@ TIMING_COURSE = MINI_COURSE.parent / "timing_course"
 HONEST_ATTEND = "import torch\n\ndef attend(q, k, v):\n    return torch.softmax(q @ k.T, dim=-1) @ v\n"
 TIMING_ATTACKS = {  # the timed kernel → (kind of the speed test, words, speed credit)
     "honest": (HONEST_ATTEND, "passed", "the reference time", None),
-    # 40 times the reference's work (CPU-bound like it, so load slows both alike) behind clocks that stand still
+    # 200 times the reference's work (CPU-bound like it, so load slows both alike) behind clocks that stand still
     "patched_clocks": ('''import time, torch
 time.perf_counter = time.monotonic = time.time = lambda: 0.0
 
 def attend(q, k, v):
-    for _ in range(40):
+    for _ in range(200):
         out = torch.softmax(q @ k.T, dim=-1) @ v
     return out
 ''', "passed", "the reference time", 0.0),
@@ -425,8 +425,13 @@ def attend(q, k, v):
 }
 
 
+TIMING_DEVICES = ["cpu", pytest.param("cuda", marks=[pytest.mark.gpu, pytest.mark.skipif(
+    not __import__("torch").cuda.is_available(), reason="needs a CUDA device")])]
+
+
+@pytest.mark.parametrize("device", TIMING_DEVICES)
 @pytest.mark.parametrize("name", sorted(TIMING_ATTACKS))
-def test_timing_attack_earns_no_speed_credit(tmp_path, level: str, name: str) -> None:
+def test_timing_attack_earns_no_speed_credit(tmp_path, level: str, name: str, device: str) -> None:
     source, kind, words, credit = TIMING_ATTACKS[name]
     root = tmp_path / "course"
     shutil.copytree(TIMING_COURSE, root)
@@ -435,13 +440,13 @@ def test_timing_attack_earns_no_speed_credit(tmp_path, level: str, name: str) ->
     work.mkdir()
     (work / "speedy.py").write_text(source)
     course = Course(root)
-    result = grade(course, "speedy", open_submission(course, "speedy", work, student=name), timing_device="cpu")
+    result = grade(course, "speedy", open_submission(course, "speedy", work, student=name), timing_device=device)
     speed = next(o for o in result.outcomes if o.task == "attend_speed")
     tasks = {t.task_id: t for t in result.score.tasks}
     assert tasks["attend"].earned == tasks["attend"].points  # the kernel is correct when it is checked
     assert (speed.status, speed.kind or "passed") == ("failed" if kind == "wrong" else "passed", kind), speed.message
     assert words in (speed.message or speed.detail.get("detail", "")), speed.message
-    assert speed.detail["timing"]["cpu_timed"] is True
+    assert speed.detail["timing"]["cpu_timed"] is (device == "cpu")
     if credit is None:  # an honest kernel: about as fast as the reference, by the grader's clock
         assert tasks["attend_speed"].earned > 0 and speed.detail["timing"]["verified"]
     else:
