@@ -3,6 +3,8 @@
 import pytest
 import torch
 
+from grader.core.tolerances import tolerance_for
+
 
 def arange(check, n, offset=0, step=1, dtype=torch.long):
     return (torch.arange(n, device=check.device) * step + offset).to(dtype)
@@ -77,7 +79,10 @@ def test_rotation_preserves_norms(check):
 @pytest.mark.task("rope")
 def test_float64_without_batch_dims(check):
     x = check.randn(6, 16, dtype=torch.float64)
-    check.close("apply_rope", x, arange(check, 6, offset=3))
+    # The contract asks for angles in float32 or better: float32 angles (HF, GPT-NeoX) are right,
+    # so a float64 result is held to float32's tolerance here.
+    rtol, atol = tolerance_for(torch.float32)
+    check.close("apply_rope", x, arange(check, 6, offset=3), rtol=rtol, atol=atol)
 
 
 @pytest.mark.task("rope")
