@@ -144,7 +144,7 @@ def test_sdpa_causal_cross_attention(check):
     weights = torch.softmax(scores, dim=-1)
     # The mask goes in as the 4th positional argument.
     check.close("scaled_dot_product_attention", q, k, v, mask, expected=(weights @ v, weights),
-                heatmap=1)
+                heatmap=1, region=mask)
 
 
 def attention(q, k, v, visible=None):
@@ -167,7 +167,7 @@ def test_sdpa_one_mask_for_every_batch_and_head(check):
     q, k, v = check.randn(2, 2, 5, 8), check.randn(2, 2, 5, 8), check.randn(2, 2, 5, 8)  # [B, H, L, d]
     mask = torch.ones(5, 5, dtype=torch.bool, device=check.device).tril()  # [Lq, Lk], broadcast
     check.close("scaled_dot_product_attention", q, k, v, mask, expected=attention(q, k, v, mask),
-                heatmap=1)
+                heatmap=1, region=mask)  # a difference is told apart inside and outside the mask
 
 
 @pytest.mark.task("scaled_dot_product_attention")
@@ -177,7 +177,7 @@ def test_sdpa_padding_mask_with_an_empty_sequence(check):
     mask = (torch.arange(4, device=check.device) < lengths[:, None])[:, None, None, :]  # [B, 1, 1, Lk]
     # The queries of sequence 1 see nothing: their weights and outputs must be zeros, not NaN.
     check.close("scaled_dot_product_attention", q, k, v, mask, expected=attention(q, k, v, mask),
-                heatmap=1)
+                heatmap=1, region=mask)  # a difference is told apart inside and outside the mask
 
 
 @pytest.mark.task("scaled_dot_product_attention")
@@ -186,7 +186,7 @@ def test_sdpa_float64_views(check):
     v = check.randn(1, 6, 2, 8, dtype=torch.float64).transpose(1, 2)[..., ::2]  # [1, 2, 6, 4]
     mask = torch.ones(6, 6, dtype=torch.bool, device=check.device).tril()
     check.close("scaled_dot_product_attention", q, k, v, mask, expected=attention(q, k, v, mask),
-                heatmap=1)
+                heatmap=1, region=mask)  # a difference is told apart inside and outside the mask
 
 
 @pytest.mark.task("scaled_dot_product_attention")
