@@ -62,6 +62,10 @@ class TestOutcome:
     heatmap: dict | None = None
     output: str = ""  # what the student's code printed during this test (escaped when shown)
     detail: dict = field(default_factory=dict)
+    # What went wrong, as data (grader.harness.testing): "key" names the cause (reports group
+    # failures by it, after the diagnosis), "summary" says it in a few words, "text" is what was
+    # measured, with the numbers behind it (tolerance, errors, ...). None in older records.
+    problem: dict | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "status", Status(self.status))

@@ -109,6 +109,7 @@ class _Collector:
         base = dict(name=name, task=task, visibility=self.visibility,
                     diagnosis=record.get("diagnosis"), measured=record.get("measured", ""),
                     heatmap=record.get("heatmap"), output=record.get("output", ""),
+                    problem=record.get("problem"),
                     detail={k: v for k, v in record.items() if k in ("timing", "detail")})
         if report.when == "call" and report.passed:
             fraction = record.get("fraction", 1.0)
