@@ -19,37 +19,98 @@ from grader.sandbox.facts import changed_inputs, observe, snapshot_inputs
 _counter = itertools.count()
 
 
+IMPORT_FAILURE = "while importing your files"  # how the sandbox words a crash or hang at import time
+MAX_CRASHED_SHAPES = 3  # crashes in a row on this many different input shapes: not run again
+MAX_CONSECUTIVE_CRASHES = 8  # crashes in a row on any inputs: not run again
+
+
+def input_shapes(args: tuple, kwargs: dict) -> tuple:
+    """What makes two calls 'the same inputs' for crash counting: every tensor argument's shape and
+    every integer argument (a length, a head count); dtypes, flags and scales are left out, so one
+    shape tested in several dtypes, causal or not, counts once."""
+    def one(value):
+        if hasattr(value, "shape") and hasattr(value, "dtype"):
+            return tuple(value.shape)
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        return None
+
+    return tuple(one(v) for v in args) + tuple((k, one(v)) for k, v in sorted(kwargs.items()))
+
+
 class SandboxRunner:
-    """Calls go to the sandbox. A function that hung or crashed once is not run again:
-    its later tests fail at once with the first failure's explanation, so one endless
-    loop costs one timeout, not one per test."""
+    """Calls go to the sandbox.
+
+    A function that hung is not run again: its later tests fail at once with the first
+    failure's explanation, so one endless loop costs one timeout, not one per test. A crash
+    only costs the call that crashed: the worker is started again (the restart is charged to
+    the submission's budget, like every call) and later tests run, so a kernel that dies on one
+    shape still earns the shapes where it is right. A function that crashes on
+    MAX_CRASHED_SHAPES different input shapes in a row, or in MAX_CONSECUTIVE_CRASHES calls in a
+    row, is not run again, and its later tests say so. A crash or hang while the files are
+    imported happens for every function alike, so it ends the run of all of them."""
 
     def __init__(self, sandbox: Sandbox):
         self.sandbox = sandbox
         self.fatal: dict[str, CallResult] = {}
+        self.crashes: dict[str, list[tuple[tuple, CallResult]]] = {}  # name → its crashes in a row
+        self.import_failure: CallResult | None = None
 
     @property
     def isolation_level(self) -> str:
         return self.sandbox.isolation.level
 
+    def sources(self) -> dict[str, str]:
+        """The submitted Python files' text (read by the trusted side; hints only)."""
+        return {name: data.decode("utf-8", errors="replace") for name, data in self.sandbox.files.items()
+                if name.endswith(".py")}
+
+    def _not_run(self, name: str) -> CallResult | None:
+        first = self.import_failure or self.fatal.get(name)
+        if first is None:
+            return None
+        if first.status == "crash_limit":
+            return first
+        return CallResult(status=first.status, detail=f"{first.detail} (in an earlier test; not run again)")
+
+    def _count_crash(self, name: str, shapes: tuple, result: CallResult) -> None:
+        """Remember a crash; past the limits, stop running `name`."""
+        streak = self.crashes.setdefault(name, [])
+        streak.append((shapes, result))
+        distinct = len({s for s, _ in streak})
+        if distinct < MAX_CRASHED_SHAPES and len(streak) < MAX_CONSECUTIVE_CRASHES:
+            return
+        why = (f"{distinct} different input shapes" if distinct >= MAX_CRASHED_SHAPES
+               else f"{len(streak)} calls")
+        self.fatal[name] = CallResult(
+            status="crash_limit", error={"crash": result.detail},
+            detail=f"ended the process in {len(streak)} tests in a row, on {why} (the last time it "
+                   f"{result.detail}), so it was not run again")
+
     def call(self, name: str, args: tuple, kwargs: dict, *, forbidden: tuple[str, ...] = (),
              track_tensors: bool = False, device: str = "cpu", fresh: bool = False,
              timeout_s: float | None = None) -> CallResult:
-        if name in self.fatal:
-            first = self.fatal[name]
-            return CallResult(status=first.status, detail=f"{first.detail} (in an earlier test; "
-                                                          f"not run again)")
+        skipped = self._not_run(name)
+        if skipped is not None:
+            return skipped
         if fresh:
             self.sandbox.kill()
         result = self.sandbox.call(name, args, kwargs, forbidden=forbidden,
                                    track_tensors=track_tensors, device=device, timeout_s=timeout_s)
-        if result.status in ("timeout", "crashed"):
+        if result.status in ("timeout", "crashed") and result.detail.startswith(IMPORT_FAILURE):
+            self.import_failure = result
+        elif result.status == "timeout":
             self.fatal[name] = result
+        elif result.status == "crashed":
+            self._count_crash(name, input_shapes(args, kwargs), result)
+        else:
+            self.crashes.pop(name, None)
         return result
 
     def time_block(self, name: str, pool, shapes, kwargs: dict, calls: list, projection_seed: int) -> CallResult:
-        if name in self.fatal:
-            return self.call(name, (), {})
+        skipped = self._not_run(name)
+        if skipped is not None:
+            return skipped
         return self.sandbox.time_block(name, pool, shapes, kwargs, calls, projection_seed)
 
     def timed_outputs(self, indices: list[int]) -> CallResult:
@@ -88,6 +149,11 @@ class InProcessRunner:
                                             "frames": traceback.format_exception(exc)[-3:]}
                 continue
             self.namespaces[stem] = vars(module)
+
+    def sources(self) -> dict[str, str]:
+        """The workspace's Python files' text (hints only)."""
+        return {path.name: path.read_text(encoding="utf-8", errors="replace")
+                for path in sorted(self.workspace.glob("*.py")) if path.is_file()}
 
     def lookup(self, name: str):
         for namespace in self.namespaces.values():
