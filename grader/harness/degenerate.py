@@ -14,6 +14,7 @@ reference's value for the same inputs.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
@@ -52,7 +53,7 @@ def _number(t: torch.Tensor) -> str:
     value = t.reshape(-1)[0].item()
     if isinstance(value, bool):
         return str(value)
-    if isinstance(value, float) and value == int(value) and abs(value) < 1e15:
+    if isinstance(value, float) and math.isfinite(value) and value == int(value) and abs(value) < 1e15:
         return str(int(value))
     return f"{value:.4g}" if isinstance(value, float) else str(value)
 
@@ -135,6 +136,16 @@ def unexplained(found: list[Suspicion], expected, args: tuple, kwargs: dict) -> 
         if not _reference_is(suspicion, e, inputs):
             return suspicion
     return None
+
+
+SUMMARIES = {NAN: "returned NaN where the right answer has none",
+             CONSTANT: "returned a placeholder: a constant that does not depend on the inputs",
+             INPUT: "handed back one of its inputs unchanged"}
+
+
+def summary(suspicion: Suspicion) -> str:
+    """A short name for the kind of degenerate value (failures are grouped by it)."""
+    return SUMMARIES[suspicion.kind]
 
 
 def message(name: str, suspicion: Suspicion, section: str = "") -> str:

@@ -15,6 +15,7 @@ what is wrong, where, and which lecture section explains it.
 
 from __future__ import annotations
 
+import math
 import zlib
 from dataclasses import dataclass, field
 
@@ -23,11 +24,23 @@ import torch
 from grader.core.manifest import Manifest
 from grader.core.tolerances import tolerance_for
 from grader.harness import degenerate
-from grader.harness.diagnose import Mutant, describe_difference, diagnose, outputs_match
+from grader.harness.diagnose import (
+    BF16_HINT,
+    BF16_IN_KERNEL,
+    TRITON_HANDOUT,
+    Diagnosis,
+    Difference,
+    Mutant,
+    diagnose,
+    explain_exception,
+    measure_difference,
+    normalised_message,
+    outputs_match,
+)
 from grader.sandbox.client import CallResult
 from grader.sandbox.facts import CallFacts
 
-HEATMAP_SIZE = 16  # largest slice of a weight matrix shown in a report
+HEATMAP_SIZE = 16  # largest window of a weight matrix shown in a report
 
 
 class StudentProblem(AssertionError):
@@ -104,6 +117,12 @@ class Check:
         task = manifest.task_for_function(name) if manifest else None
         return task.forbidden if task else ()
 
+    def _runs_a_kernel(self, name: str) -> bool:
+        """Whether `name`'s task asks for a Triton kernel (and this run interprets it on the CPU)."""
+        manifest = self.context.manifest
+        task = manifest.task_for_function(name) if manifest else None
+        return bool(task and "triton_launch" in task.requires and self.device == "cpu")
+
     # ---------------------------------------------------------------- calls
     def call_with_facts(self, name: str, *args, fresh_worker: bool = False,
                         track_tensors: bool = True, timeout_s: float | None = None,
@@ -115,21 +134,39 @@ class Check:
         if result.output:
             self.record.setdefault("output", "")
             self.record["output"] = (self.record["output"] + result.output)[-4000:]
-        self._raise_for(name, result)
+        self._raise_for(name, result, args, kwargs)
         if result.facts.forbidden_calls:
             groups = ", ".join(result.facts.forbidden_calls)
+            self._problem(f"forbidden:{groups}", f"called a forbidden API ({groups})")
             raise StudentProblem(
                 "forbidden",
                 f"{name} called a forbidden API ({groups}). This task asks you to write that "
                 f"part yourself, so it earns 0 until the call is removed "
                 f"({self.section_for(name)}).")
         if result.facts.mutated_inputs:
+            changed = ", ".join(result.facts.mutated_inputs)
+            self._problem("in_place", "changed its inputs in place")
             raise StudentProblem(
-                "wrong", f"{name} changed its input in place ({', '.join(result.facts.mutated_inputs)}); "
+                "wrong", f"{name} changed its input in place ({changed}); "
                          f"callers still need their tensors: compute into new tensors instead "
                          f"(e.g. x * 2, not x.mul_(2)).")
         self._refuse_degenerate(name, result.value, args, kwargs)
         return result.value, result.facts
+
+    def _problem(self, key: str, summary: str, text: str = "", **data) -> None:
+        """Record what went wrong as data: a stable `key` (failures are grouped by it), a short
+        `summary` and, where measured, the words and numbers behind it."""
+        self.record["problem"] = {"key": key, "summary": summary, "text": text or summary, **data}
+
+    def _diagnosed(self, found: Diagnosis | None, message: str) -> str:
+        """Record `found` (if any) and append its explanation to `message`."""
+        if found is None:
+            return message
+        self.record["diagnosis"] = found.to_dict()
+        variant = found.variant_text()
+        where = f"lecture {found.section}" + (f"; {found.handout}" if found.handout else "")
+        return (message + f"\nLikely cause: {found.title}" + (f" (reproduced with {variant})" if variant else "")
+                + f". {found.explanation} ({where}).")
 
     def _refuse_degenerate(self, name: str, value, args: tuple, kwargs: dict) -> None:
         """Fail a call that returned zeros, a constant, NaN or an input unchanged where the
@@ -147,57 +184,84 @@ class Check:
             return
         text = degenerate.message(name, suspicion, self.section_for(name))
         self.record["measured"] = suspicion.detail
-        found_mutant = diagnose(self.context.mutants, name, args, kwargs, value) if self.context.mutants else None
-        if found_mutant is not None:
-            self.record["diagnosis"] = found_mutant.to_dict()
-            text += (f"\nLikely cause: {found_mutant.title}. {found_mutant.explanation} "
-                     f"(lecture {found_mutant.section}).")
-        raise StudentProblem("degenerate", text)
+        self._problem(f"degenerate:{suspicion.kind}", degenerate.summary(suspicion), suspicion.detail)
+        found = diagnose(self.context.mutants, name, args, kwargs, value) if self.context.mutants else None
+        raise StudentProblem("degenerate", self._diagnosed(found or self._source_hint(name), text))
 
     def call(self, name: str, *args, **kwargs):
         """Call the student's `name`; its value, or a failure that explains what went wrong."""
         value, _ = self.call_with_facts(name, *args, track_tensors=False, **kwargs)
         return value
 
-    def _raise_for(self, name: str, result: CallResult) -> None:
+    def _raise_for(self, name: str, result: CallResult, args: tuple = (), kwargs: dict | None = None) -> None:
+        """A StudentProblem for every status but "ok", with its problem recorded as data; an
+        exception is diagnosed on the same inputs (Triton API problems, then the catalogue)."""
+        if result.status == "ok":
+            return
         section = self.section_for(name)
         error = result.error or {}
         where = ""
         if error.get("frames"):
             where = "\n  " + "\n  ".join(error["frames"][-3:])
-        if result.status == "ok":
-            return
         if result.status == "raised" and error.get("not_implemented"):
+            self._problem("not_implemented", "not implemented yet")
             raise StudentProblem("not_implemented",
                                  f"{name} is not implemented yet (it raises NotImplementedError). "
                                  f"Write it following its docstring"
                                  + (f" ({section})." if section else "."))
         if result.status == "raised":
-            raise StudentProblem("raised", f"{name} raised {error.get('type')}: "
-                                           f"{error.get('message')}{where}")
+            kind, text = str(error.get("type")), str(error.get("message"))
+            measured = f"raised {kind}: {text}"
+            self.record["measured"] = measured
+            self._problem(f"raised:{kind}:{normalised_message(text, digits=False)}"[:400],
+                          f"raised {kind}: {text.splitlines()[0] if text else ''}"[:240], measured + where,
+                          frames=list(error.get("frames") or [])[-3:])
+            found = explain_exception(error)
+            if found is None and self.context.mutants:
+                found = diagnose(self.context.mutants, name, args, kwargs or {}, raised=error)
+            raise StudentProblem("raised", self._diagnosed(found, f"{name} {measured}{where}"))
         if result.status == "missing":
+            self._problem("missing", "function missing")
             raise StudentProblem("missing", f"no function named {name} was found in your files: "
                                             f"check its spelling and that it is at module level.")
         if result.status == "import_failed":
+            self._problem(f"import_failed:{result.detail}", f"your module {result.detail} could not be imported")
             raise StudentProblem("import_failed",
                                  f"your module {result.detail} could not be imported, so {name} "
                                  f"could not run: {error.get('type')}: {error.get('message')}{where}")
         if result.status == "timeout":
+            self._problem("timeout", "did not finish in time", result.detail)
             raise StudentProblem("timeout", f"{name} did not finish: it {result.detail}. Look for "
                                             f"an endless loop or work that grows too fast.")
-        if result.status == "crashed":
-            raise StudentProblem("crashed", f"calling {name} ended the process: it {result.detail}.")
+        if result.status in ("crashed", "crash_limit"):
+            crash = error.get("crash", result.detail) if result.status == "crash_limit" else result.detail
+            self._problem(f"crashed:{normalised_message(crash, digits=False)}", f"ended the process: it {crash}",
+                          result.detail)
+            advice = ""
+            if self._runs_a_kernel(name):
+                advice = (" Under Triton's interpreter a kernel that ends the process has most often stored (or "
+                          "loaded) outside a tensor: give every tl.store and tl.load whose rows or keys can run "
+                          f"past N a mask ({TRITON_HANDOUT}; lecture §24).")
+            if result.status == "crash_limit":
+                raise StudentProblem("crashed", f"{name} was not run: it {result.detail}.{advice}")
+            raise StudentProblem("crashed", f"calling {name} ended the process: it {result.detail}. Your code was "
+                                            f"started again for the next test.{advice}")
         if result.status == "unsupported":
+            self._problem("unsupported", "returned something that is not a tensor", result.detail)
             raise StudentProblem("unsupported", f"{name} returned something that is not a tensor "
                                                 f"or a tuple of tensors: {result.detail}.")
         if result.status == "budget":
+            self._problem("budget", "the submission's time budget was used up", result.detail)
             raise StudentProblem("budget", f"{name} was not run: {result.detail}.")
+        self._problem(f"crashed:{result.status}", f"{result.status} {result.detail}")
         raise StudentProblem("crashed", f"{name}: {result.status} {result.detail}")
 
     # ------------------------------------------------------------ judging
     def expect(self, condition: bool, message: str, section: str = "") -> None:
         """A property check with a teaching message."""
         if not condition:
+            self._problem("property:" + normalised_message(message, digits=False)[:300],
+                          "a property the result must have does not hold", message)
             raise AssertionError(f"{message} ({section})" if section else message)
 
     def close(self, name: str, *args, expected=None, rtol: float | None = None,
@@ -219,72 +283,99 @@ class Check:
                 atol: float | None = None, heatmap: int | bool | None = None,
                 diagnose_with: tuple | None = None, region: torch.Tensor | None = None,
                 section: str | None = None) -> None:
-        """Compare structure, shape, dtype, device and values; explain any difference."""
+        """Compare structure, shape, dtype, device and values; explain any difference.
+
+        One tolerance decides and explains: the test's (rtol, atol) where given, else the
+        dtype's (grader.core.tolerances), for the verdict, the measured description and the
+        catalogue's match alike."""
         section = section if section is not None else self.section_for(what)
-        problem = self._difference(actual, expected, rtol, atol, region)
+        difference = self._difference(actual, expected, rtol, atol, region)
         if heatmap is not None and heatmap is not False:
             self._attach_heatmap(actual, expected, heatmap)
-        if problem is None:
+        if difference is None:
             return
         found = None
-        if diagnose_with is not None and self.context.mutants:
+        if diagnose_with is not None:
             name, args, kwargs = diagnose_with
-            found = diagnose(self.context.mutants, name, args, kwargs, actual, rtol, atol)
-        message = f"{what}: {problem}."
-        if found is not None:
-            self.record["diagnosis"] = found.to_dict()
-            message += (f"\nLikely cause: {found.title}. {found.explanation} "
-                        f"(lecture {found.section}).")
-        elif section:
+            if self.context.mutants:
+                found = diagnose(self.context.mutants, name, args, kwargs, actual, rtol, atol)
+            if found is None:
+                found = self._source_hint(name)
+        self.record["measured"] = difference.text
+        self.record["problem"] = difference.to_dict()
+        message = f"{what}: {difference.text}."
+        if found is None and section:
             message += f"\nSee lecture {section}."
-        self.record["measured"] = problem
-        raise AssertionError(message)
+        raise AssertionError(self._diagnosed(found, message))
 
-    def _difference(self, actual, expected, rtol, atol, region) -> str | None:
+    def _source_hint(self, name: str) -> Diagnosis | None:
+        """A problem seen in the submitted source that the interpreter computes wrongly without an
+        error (tl.bfloat16): only for a kernel task run through the interpreter."""
+        if not self._runs_a_kernel(name):
+            return None
+        sources = getattr(self.context.runner, "sources", None)
+        text = "\n".join(sources().values()) if callable(sources) else ""
+        return BF16_HINT if BF16_IN_KERNEL.search(text) else None
+
+    def _difference(self, actual, expected, rtol, atol, region) -> Difference | None:
         if isinstance(expected, (tuple, list)):
             if not isinstance(actual, (tuple, list)):
-                return (f"expected a tuple of {len(expected)} values, got "
-                        f"{type(actual).__name__}")
+                return Difference(f"expected a tuple of {len(expected)} values, got {type(actual).__name__}",
+                                  "structure", "not the tuple asked for")
             if len(actual) != len(expected):
-                return f"expected {len(expected)} values, got {len(actual)}"
+                return Difference(f"expected {len(expected)} values, got {len(actual)}", "structure",
+                                  "not the tuple asked for")
             for i, (a, e) in enumerate(zip(actual, expected, strict=True)):
                 problem = self._difference(a, e, rtol, atol, region)
                 if problem is not None:
-                    return f"item {i} of the result: {problem}"
+                    return problem.within(i)
             return None
         if isinstance(expected, torch.Tensor):
             if not isinstance(actual, torch.Tensor):
-                return f"expected a tensor, got {type(actual).__name__}"
+                return Difference(f"expected a tensor, got {type(actual).__name__}", "structure",
+                                  "not a tensor")
             if actual.shape != expected.shape:
-                return (f"shape {tuple(actual.shape)} but expected {tuple(expected.shape)} "
-                        f"(check which dimensions you reduce, transpose or broadcast)")
+                return Difference(f"shape {tuple(actual.shape)} but expected {tuple(expected.shape)} "
+                                  f"(check which dimensions you reduce, transpose or broadcast)", "shape",
+                                  "wrong shape", {"shape": list(actual.shape), "expected_shape": list(expected.shape)})
             if actual.dtype != expected.dtype:
-                return f"dtype {actual.dtype} but expected {expected.dtype} (keep the input's dtype)"
+                return Difference(f"dtype {actual.dtype} but expected {expected.dtype} (keep the input's dtype)",
+                                  "dtype", "wrong dtype")
             if actual.device.type != expected.device.type:
-                return f"on device {actual.device} but expected {expected.device}"
+                return Difference(f"on device {actual.device} but expected {expected.device}", "device",
+                                  "on the wrong device")
             if expected.dtype == torch.bool:
                 if torch.equal(actual.cpu(), expected.cpu()):
                     return None
                 wrong = int((actual.cpu() != expected.cpu()).sum())
-                return f"{wrong} of {expected.numel()} entries differ; " + describe_difference(
-                    actual.float(), expected.float(), region)
+                measured = measure_difference(actual.float(), expected.float(), region, 0.0, 0.0)
+                key = measured.key.replace("values", "entries", 1)
+                return Difference(f"{wrong} of {expected.numel()} entries differ; {measured.text}", key,
+                                  measured.summary.replace("values out of tolerance", "wrong entries"),
+                                  {**measured.data, "wrong_entries": wrong})
             r, a = tolerance_for(expected.dtype)
             r, a = (rtol if rtol is not None else r), (atol if atol is not None else a)
             if outputs_match(actual, expected, r, a):
                 return None
-            return describe_difference(actual, expected, region) + f" (rtol={r:g}, atol={a:g})"
+            measured = measure_difference(actual, expected, region, r, a)
+            return Difference(measured.text + f" (rtol={r:g}, atol={a:g})", measured.key, measured.summary,
+                              measured.data)
         if isinstance(expected, (int, float)):
             if not isinstance(actual, (int, float)) or isinstance(actual, bool):
-                return f"expected a number, got {type(actual).__name__}"
+                return Difference(f"expected a number, got {type(actual).__name__}", "structure", "not a number")
             r = rtol if rtol is not None else 1e-9
             if abs(actual - expected) <= (atol or 0.0) + r * abs(expected):
                 return None
-            return f"got {actual!r}, expected {expected!r}"
+            return Difference(f"got {actual!r}, expected {expected!r}", "number", "wrong number")
         if actual != expected:
-            return f"got {actual!r}, expected {expected!r}"
+            return Difference(f"got {actual!r}, expected {expected!r}", "value", "wrong value")
         return None
 
     def _attach_heatmap(self, actual, expected, which) -> None:
+        """The (query × key) window of the slice that differs most, for the report's heatmaps.
+
+        Every leading index (batch, head) is one slice; the one with the largest absolute
+        difference is shown, cropped to HEATMAP_SIZE rows and columns around its worst cell."""
         def pick(value):
             if isinstance(which, bool):
                 return value
@@ -295,10 +386,32 @@ class Check:
             return
         if a.shape != e.shape:
             return
-        a2 = a.detach().reshape(-1, a.shape[-2], a.shape[-1])[0].float().cpu()  # (Lq, Lk)
-        e2 = e.detach().reshape(-1, e.shape[-2], e.shape[-1])[0].float().cpu()  # (Lq, Lk)
-        a2, e2 = a2[:HEATMAP_SIZE, :HEATMAP_SIZE], e2[:HEATMAP_SIZE, :HEATMAP_SIZE]
-        self.record["heatmap"] = {"student": a2.tolist(), "reference": e2.tolist()}
+        n_rows, n_cols = a.shape[-2], a.shape[-1]
+        a3 = a.detach().float().cpu().reshape(-1, n_rows, n_cols)  # (S, Lq, Lk): one slice per batch/head index
+        e3 = e.detach().float().cpu().reshape(-1, n_rows, n_cols)  # (S, Lq, Lk)
+        same_inf = torch.isinf(a3) & (a3 == e3)
+        diff = torch.where(same_inf, 0.0, (a3 - e3).abs()).nan_to_num(nan=math.inf)  # (S, Lq, Lk)
+        if diff.numel() == 0:
+            return
+        per_slice = diff.reshape(diff.shape[0], -1).amax(dim=1)  # (S,)
+        worst_slice = int(torch.argmax(per_slice))
+        worst_cell = int(torch.argmax(diff[worst_slice]))
+        row, col = divmod(worst_cell, n_cols)
+        top = min(max(0, row - HEATMAP_SIZE // 2), max(0, n_rows - HEATMAP_SIZE))
+        left = min(max(0, col - HEATMAP_SIZE // 2), max(0, n_cols - HEATMAP_SIZE))
+        rows, cols = slice(top, top + HEATMAP_SIZE), slice(left, left + HEATMAP_SIZE)
+        index = []
+        rest = worst_slice
+        for size in reversed(a.shape[:-2]):
+            index.append(rest % size)
+            rest //= size
+        largest = float(per_slice[worst_slice])
+        self.record["heatmap"] = {
+            "student": a3[worst_slice, rows, cols].tolist(), "reference": e3[worst_slice, rows, cols].tolist(),
+            "slice": list(reversed(index)), "rows": [top, min(n_rows, top + HEATMAP_SIZE)],
+            "cols": [left, min(n_cols, left + HEATMAP_SIZE)],
+            "max_diff": largest if math.isfinite(largest) else 1e30,
+        }
 
     # -------------------------------------------------------------- timing
     def time_against(self, name: str, reference_fn, case) -> None:
@@ -316,6 +429,7 @@ class Check:
             result = compare_speed(self.context.runner, name, reference_fn, case, device=device,
                                    seed=self.gen.initial_seed())
         except TimingFailed as exc:
+            self._problem("timing:failed", "could not be timed", str(exc))
             raise StudentProblem("raised", f"{name} could not be timed: {exc}") from None
         section = self.section_for(name) or "§24"
         timing = {**result.to_dict(), "cpu_timed": device == "cpu"}
@@ -324,6 +438,7 @@ class Check:
             timing["reference_tflops"] = case.flops / (result.reference.median_ms * 1e-3) / 1e12
         self.record["timing"] = timing
         if not result.verified:
+            self._problem("timing:unverified", "timed outputs do not match the reference", result.problems[0])
             raise AssertionError(f"{name}: the outputs of the timed calls do not match the reference "
                                  f"({result.problems[0]}), so the timing earns no speed credit: every timed "
                                  f"call must compute its whole output from its own inputs ({section}).")
