@@ -31,6 +31,16 @@ def scores_k_not_transposed(q, k):
     return q @ k
 
 
+@mutant(function="attention_scores", id="scores_k_T_batched",
+        title="k.T used on batched keys", section="§6",
+        explanation="Tensor.T reverses every axis, so it is only the transpose for a 2-D matrix: on keys "
+                    "[B, Lk, d] it gives [d, Lk, B], and the product fails or pairs the wrong axes. "
+                    "Swap only the last two axes, k.transpose(-2, -1) (or k.mT), so that every batch "
+                    "and head keeps its own keys.")
+def scores_k_T_batched(q, k):
+    return q @ k.T  # right for 2-D keys only
+
+
 @mutant(function="attention_scores", id="scores_keys_as_rows",
         title="scores laid out as keys × queries", section="§6",
         explanation="k @ qᵀ gives the transposed matrix: row i must belong to query i and column j "
@@ -305,6 +315,46 @@ def sdpa_mask_fill_finite(q, k, v, mask=None):
     scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))
     if mask is not None:
         scores = torch.where(mask, scores, -1e9)
+    weights = softmax(scores, dim=-1)
+    return weights @ v, weights
+
+
+@mutant(function="scaled_dot_product_attention", id="sdpa_mask_fill_zero",
+        title="masked scores set to 0 instead of -inf", section="§13",
+        explanation="A score of 0 is an ordinary score: the softmax still gives that key a weight of "
+                    "e^(0 - max), so hidden (future or padding) keys keep a share of the attention. A "
+                    "key that may not be seen needs the score -inf, whose exponential is exactly 0.")
+def sdpa_mask_fill_zero(q, k, v, mask=None):
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))  # (..., Lq, Lk)
+    if mask is not None:
+        scores = torch.where(mask, scores, 0.0)
+    weights = softmax(scores, dim=-1)
+    return weights @ v, weights
+
+
+@mutant(function="scaled_dot_product_attention", id="sdpa_mask_bool_index",
+        title="masked scores selected with scores[~mask], which does not broadcast", section="§13",
+        explanation="Indexing with a boolean tensor needs a mask of exactly the scores' leading shape; "
+                    "it does not broadcast. A causal mask [Lq, Lk] or a padding mask [B, 1, 1, Lk] "
+                    "against scores [B, H, Lq, Lk] then raises. Use an operation that broadcasts: "
+                    "torch.where(mask, scores, float('-inf')) or scores.masked_fill(~mask, float('-inf')).")
+def sdpa_mask_bool_index(q, k, v, mask=None):
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))  # (..., Lq, Lk)
+    if mask is not None:
+        scores[~mask] = float("-inf")  # right only for a mask of the scores' full shape
+    weights = softmax(scores, dim=-1)
+    return weights @ v, weights
+
+
+@mutant(function="scaled_dot_product_attention", id="sdpa_k_T_batched",
+        title="k.T used on batched keys", section="§6",
+        explanation="Tensor.T reverses every axis, so it is only the transpose for a 2-D matrix: on "
+                    "batched keys [..., Lk, d] it scrambles the batch and head axes too, and q @ k.T "
+                    "fails or pairs the wrong axes. Swap only the last two: k.transpose(-2, -1).")
+def sdpa_k_T_batched(q, k, v, mask=None):
+    scores = q @ k.T / math.sqrt(q.size(-1))  # right for 2-D inputs only
+    if mask is not None:
+        scores = torch.where(mask, scores, float("-inf"))
     weights = softmax(scores, dim=-1)
     return weights @ v, weights
 

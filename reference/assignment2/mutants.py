@@ -124,6 +124,52 @@ def mha_mask_ignored(x_q, x_kv, w_q, w_k, w_v, w_o, n_heads, mask=None):
     return merge_heads(torch.softmax(scores, dim=-1) @ v) @ w_o.T  # (B, Lq, d_model)
 
 
+@mutant(function="multi_head_attention", id="mha_mask_fill_zero",
+        title="masked scores set to 0 instead of -inf", section="§13",
+        explanation="A masked score of 0 still gets a weight of e^(0 - max) in the softmax, so the "
+                    "keys the mask hides keep a share of every head's attention. Fill them with -inf, "
+                    "whose exponential is exactly 0.")
+def mha_mask_fill_zero(x_q, x_kv, w_q, w_k, w_v, w_o, n_heads, mask=None):
+    q = split_heads(x_q @ w_q.T, n_heads)  # (B, H, Lq, Dh)
+    k = split_heads(x_kv @ w_k.T, n_heads)  # (B, H, Lk, Dh)
+    v = split_heads(x_kv @ w_v.T, n_heads)  # (B, H, Lk, Dh)
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])  # (B, H, Lq, Lk)
+    if mask is not None:
+        scores = scores.masked_fill(~mask, 0.0)  # a score of 0 is not "hidden"
+    return merge_heads(torch.softmax(scores, dim=-1) @ v) @ w_o.T  # (B, Lq, d_model)
+
+
+@mutant(function="multi_head_attention", id="mha_mask_bool_index",
+        title="masked scores selected with scores[~mask], which does not broadcast", section="§13",
+        explanation="Boolean indexing needs a mask of exactly the scores' leading shape: a mask "
+                    "[Lq, Lk] or [B, 1, 1, Lk] against scores [B, H, Lq, Lk] raises instead of "
+                    "broadcasting over the heads. Use scores.masked_fill(~mask, float('-inf')) or "
+                    "torch.where, which broadcast.")
+def mha_mask_bool_index(x_q, x_kv, w_q, w_k, w_v, w_o, n_heads, mask=None):
+    q = split_heads(x_q @ w_q.T, n_heads)  # (B, H, Lq, Dh)
+    k = split_heads(x_kv @ w_k.T, n_heads)  # (B, H, Lk, Dh)
+    v = split_heads(x_kv @ w_v.T, n_heads)  # (B, H, Lk, Dh)
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])  # (B, H, Lq, Lk)
+    if mask is not None:
+        scores[~mask] = float("-inf")  # right only for a mask of the full [B, H, Lq, Lk] shape
+    return merge_heads(torch.softmax(scores, dim=-1) @ v) @ w_o.T  # (B, Lq, d_model)
+
+
+@mutant(function="multi_head_attention", id="mha_k_T_batched",
+        title="k.T used on the per-head keys", section="§16",
+        explanation="After the split the keys are [B, H, Lk, Dh], and Tensor.T reverses all four "
+                    "axes ([Dh, Lk, H, B]), so q @ k.T fails or mixes heads and batches. Transpose "
+                    "only the last two axes: k.transpose(-2, -1).")
+def mha_k_T_batched(x_q, x_kv, w_q, w_k, w_v, w_o, n_heads, mask=None):
+    q = split_heads(x_q @ w_q.T, n_heads)  # (B, H, Lq, Dh)
+    k = split_heads(x_kv @ w_k.T, n_heads)  # (B, H, Lk, Dh)
+    v = split_heads(x_kv @ w_v.T, n_heads)  # (B, H, Lk, Dh)
+    scores = q @ k.T / math.sqrt(q.shape[-1])  # k.T is (Dh, Lk, H, B): not the per-head transpose
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    return merge_heads(torch.softmax(scores, dim=-1) @ v) @ w_o.T  # (B, Lq, d_model)
+
+
 @mutant(function="multi_head_attention", id="mha_heads_strided",
         title="heads built from every H-th feature instead of contiguous blocks", section="§16",
         explanation="Head h owns features h*Dh to (h+1)*Dh - 1 of each projection, and its "
@@ -326,3 +372,4 @@ def alibi_bias_top_left(n_heads, n_q, n_k):
     slopes = alibi_slopes(n_heads)  # (H,)
     distance = torch.arange(n_q)[:, None] - torch.arange(n_k)[None, :]  # (n_q, n_k)
     return -slopes[:, None, None] * distance.to(torch.float32)  # (H, n_q, n_k)
+

@@ -13,7 +13,9 @@ The flash_attention mutants are torch emulations of buggy kernels. They avoid
 torch's matmul and softmax names on purpose (`(a.unsqueeze(-2) * b.unsqueeze(-3)).sum(-1)`
 instead of `a @ bᵀ`), so that run as a submission they meet the same run-time
 forbidden-API check as a student and fail on their numbers, not on the check.
-Bugs that depend on the tiling are emulated with the stub's BLOCK_N = 64.
+Bugs that depend on the tiling read the stub's BLOCK_N = 64 (what `grade validate` runs) and are
+also tried with BLOCK_N bound to 16, 32 and 128 (`vary=`): a student's kernel may use any of
+them, and the diagnosis says which reproduced it.
 
 kv_cache_bytes returns a Python int; its mutants are matched on that number.
 """
@@ -27,6 +29,8 @@ import torch
 from grader.harness.diagnose import mutant
 from reference.assignment3.efficient import _attend, _banded_attention, _relative_positions, repeat_kv
 from reference.assignment3.flash import BLOCK_N
+
+TILE_SIZES = (16, 32, 64, 128)  # key tiles a student's kernel may use (powers of two ≥ 16)
 
 # ----------------------------------------------------------------------- gqa
 
@@ -214,7 +218,7 @@ def flash_exp2_without_log2e(q, k, v, causal=False, sm_scale=None):
 
 
 @mutant(function="flash_attention", id="flash_tail_keys_unmasked",
-        title="keys past the end count with score 0", section="§24",
+        title="keys past the end count with score 0", section="§24", vary={"BLOCK_N": TILE_SIZES},
         explanation="When N is not a multiple of BLOCK_N the last block runs past the end. Loading "
                     "those keys as 0 is not enough: a score of 0 still gets weight e^(0 − m). Set the "
                     "scores of keys with index ≥ N to −inf before the running max and the exponentials.")
@@ -232,7 +236,7 @@ def flash_tail_keys_unmasked(q, k, v, causal=False, sm_scale=None):
 
 
 @mutant(function="flash_attention", id="flash_no_rescale",
-        title="running sums never rescaled when the maximum grows", section="§24",
+        title="running sums never rescaled when the maximum grows", section="§24", vary={"BLOCK_N": TILE_SIZES},
         explanation="acc and l were accumulated against the old running maximum m. When a block raises "
                     "it to m_new, multiply both by α = e^(m − m_new) before adding the new block; "
                     "otherwise early blocks keep far too much weight.")
@@ -255,7 +259,7 @@ def flash_no_rescale(q, k, v, causal=False, sm_scale=None):
 
 
 @mutant(function="flash_attention", id="flash_acc_not_rescaled",
-        title="running sum rescaled, accumulator not", section="§24",
+        title="running sum rescaled, accumulator not", section="§24", vary={"BLOCK_N": TILE_SIZES},
         explanation="When the running maximum grows, both running quantities were computed against the "
                     "old maximum: rescale acc by α = e^(m − m_new) too, not only l.")
 def flash_acc_not_rescaled(q, k, v, causal=False, sm_scale=None):
