@@ -7,13 +7,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from grader.core.records import FAILED, PENDING, GradeResult
+from grader.core.records import PENDING, GradeResult
 from grader.core.text import printable
 from grader.pipeline.batch import BatchSummary
 
 
 def print_terminal(result: GradeResult, console=None, show_passed: bool = False) -> None:
-    """One line per task, diagnosis under each failure (rich, coloured when a TTY).
+    """One line per task, then one block per (task, cause) of the failures: the diagnosis or the
+    measured problem once, and the tests it explains (rich, coloured when a TTY).
 
     Every text from the result goes through printable() first: a submission's
     messages and names must not move the cursor or draw on the terminal.
@@ -45,14 +46,33 @@ def print_terminal(result: GradeResult, console=None, show_passed: bool = False)
     for task in score.tasks:
         if task.status == "forbidden":
             console.print(f"[red]✗ {escape(task.title)}[/red]: {escape(task.reason)}")
-    for outcome in result.outcomes:
-        if outcome.status == FAILED:
-            console.print(f"[red]✗[/red] [bold]{escape(str(outcome.task))}[/bold] · "
-                          f"{escape(outcome.name)}")
-            for line in printable(outcome.message).splitlines():
+    from grader.render.report import failure_groups
+
+    for group in failure_groups(result.outcomes):
+        count = len(group.outcomes)
+        head = f"[red]✗[/red] [bold]{escape(str(group.task))}[/bold] · "
+        if group.diagnosis:
+            section = group.diagnosis.get("section", "")
+            head += f"most likely: [bold]{escape(group.title)}[/bold]" + (f" (lecture {escape(section)})"
+                                                                           if section else "")
+        else:
+            head += f"[bold]{escape(group.title)}[/bold]"
+        console.print(head + f" — {count} test{'s' if count != 1 else ''}")
+        if group.diagnosis:
+            for line in printable(str(group.diagnosis.get("explanation", ""))).splitlines():
                 console.print(f"    {escape(line)}")
-        elif outcome.status == PENDING and show_passed:
-            console.print(f"[cyan]…[/cyan] {escape(outcome.name)}: {escape(outcome.message)}")
+            if group.variants:
+                console.print(f"    reproduced with {escape(group.variants)}")
+            if group.diagnosis.get("handout"):
+                console.print(f"    see also {escape(group.diagnosis['handout'])}")
+        for line in printable(group.detail()).splitlines():
+            console.print(f"    {escape(line)}")
+        names = [o.name for o in group.outcomes]
+        console.print(f"    [dim]{'test' if count == 1 else 'tests'}: {escape(', '.join(names))}[/dim]")
+    if show_passed:
+        for outcome in result.outcomes:
+            if outcome.status == PENDING:
+                console.print(f"[cyan]…[/cyan] {escape(outcome.name)}: {escape(outcome.message)}")
     line = f"[bold]Total: {score.total:g} / {score.max_points:g}[/bold]"
     if score.late_penalty:
         line += f"  (late {score.late_days} day(s): -{score.late_penalty:g})"

@@ -7,11 +7,12 @@ URIs, so a report works offline and can be mailed or printed.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import jinja2
 
-from grader.core.records import FAILED, PASSED, PENDING, GradeResult
+from grader.core.records import FAILED, PASSED, PENDING, GradeResult, TestOutcome
 from grader.core.scoring import test_scores
 from grader.core.text import printable_data
 from grader.render.figures import percent, png_data_uri, pyplot
@@ -21,7 +22,7 @@ KIND_WORDS = {
     "timeout": "timed out", "crashed": "crashed", "forbidden": "forbidden API",
     "missing": "function missing", "import_failed": "module failed to import",
     "unsupported": "unsupported return type", "budget": "time budget used up",
-    "test_error": "result unusable", "not_run": "not run here",
+    "test_error": "result unusable", "not_run": "not run here", "degenerate": "placeholder result",
 }
 
 
@@ -31,13 +32,18 @@ def environment(templates_dir: Path) -> jinja2.Environment:
                               undefined=jinja2.StrictUndefined)
 
 
-def heatmap_png(student: list[list[float]], reference: list[list[float]]) -> str:
-    """Student | reference | difference as one PNG data URI."""
+def heatmap_png(student: list[list[float]], reference: list[list[float]],
+                rows: tuple[int, int] | None = None, cols: tuple[int, int] | None = None) -> str:
+    """Student | reference | difference as one PNG data URI; `rows`/`cols` are the window's first
+    and end indices in the full matrix (the axes are labelled with them)."""
     plt = pyplot()
     import numpy as np
 
     s, r = np.asarray(student, dtype=float), np.asarray(reference, dtype=float)
     s = np.nan_to_num(s, nan=0.0, posinf=0.0, neginf=0.0)
+    r = np.nan_to_num(r, nan=0.0, posinf=0.0, neginf=0.0)
+    top, left = (rows or (0,))[0], (cols or (0,))[0]
+    extent = (left - 0.5, left + s.shape[1] - 0.5, top + s.shape[0] - 0.5, top - 0.5)
     fig, axes = plt.subplots(1, 3, figsize=(7.2, 2.6), dpi=90)
     vmax = max(float(np.abs(r).max()), float(np.abs(s).max()), 1e-9)
     for ax, data, title, cmap, vrange in (
@@ -46,7 +52,7 @@ def heatmap_png(student: list[list[float]], reference: list[list[float]]) -> str
         (axes[2], s - r, "difference", "coolwarm", (-max(np.abs(s - r).max(), 1e-9),
                                                     max(np.abs(s - r).max(), 1e-9))),
     ):
-        image = ax.imshow(data, cmap=cmap, vmin=vrange[0], vmax=vrange[1])
+        image = ax.imshow(data, cmap=cmap, vmin=vrange[0], vmax=vrange[1], extent=extent)
         ax.set_title(title, fontsize=9)
         ax.set_xlabel("key", fontsize=8)
         ax.set_ylabel("query", fontsize=8)
@@ -56,27 +62,146 @@ def heatmap_png(student: list[list[float]], reference: list[list[float]]) -> str
     return png_data_uri(fig)
 
 
+def _heatmap_difference(heatmap: dict) -> float:
+    """The largest |yours − expected| of a recorded heatmap (older records lack `max_diff`)."""
+    if "max_diff" in heatmap:
+        return float(heatmap["max_diff"])
+    worst = 0.0
+    for row_s, row_r in zip(heatmap.get("student", []), heatmap.get("reference", []), strict=False):
+        for a, b in zip(row_s, row_r, strict=False):
+            gap = abs(a - b)
+            worst = max(worst, gap if gap == gap else 1e30)  # NaN counts as the largest difference
+    return worst
+
+
+def cause_key(outcome: TestOutcome) -> tuple[str, str]:
+    """What a failure is attributed to: the diagnosis, else the measured problem, else its kind and
+    message (records from before problems were kept as data)."""
+    if outcome.diagnosis and outcome.diagnosis.get("id"):
+        return "diagnosis", str(outcome.diagnosis["id"])
+    if outcome.problem and outcome.problem.get("key"):
+        return "problem", str(outcome.problem["key"])
+    return "message", f"{outcome.kind}:{outcome.message}"
+
+
+@dataclass
+class CauseGroup:
+    """The failing tests of one task that one cause explains, in test order."""
+
+    task: str | None
+    key: tuple[str, str]
+    outcomes: list[TestOutcome] = field(default_factory=list)
+
+    @property
+    def first(self) -> TestOutcome:
+        return self.outcomes[0]
+
+    @property
+    def diagnosis(self) -> dict | None:
+        return self.first.diagnosis if self.key[0] == "diagnosis" else None
+
+    @property
+    def title(self) -> str:
+        """The cause in a few words: the diagnosis's title, or the measured problem's summary."""
+        if self.diagnosis:
+            return str(self.diagnosis.get("title", ""))
+        if self.first.problem and self.first.problem.get("summary"):
+            return str(self.first.problem["summary"])
+        return KIND_WORDS.get(self.first.kind, str(self.first.kind))
+
+    @property
+    def variants(self) -> str:
+        """The tile sizes (or other variants) that reproduced the student's output, across the tests."""
+        texts = []
+        for o in self.outcomes:
+            text = (o.diagnosis or {}).get("variant_text", "")
+            if text and text not in texts:
+                texts.append(text)
+        return "; ".join(texts)
+
+    def line(self, outcome: TestOutcome) -> str:
+        """What was measured in one of the tests (the diagnosis is the group's, not repeated)."""
+        return outcome.measured or (outcome.problem or {}).get("text") or outcome.message
+
+    def detail(self) -> str:
+        """The first test's own account: what was measured for a diagnosed cause, else its message."""
+        if self.diagnosis:
+            text = self.line(self.first)
+            frames = (self.first.problem or {}).get("frames") or []
+            return text + ("\n  " + "\n  ".join(frames) if frames else "")
+        return self.first.message
+
+    def heatmap_outcome(self) -> TestOutcome | None:
+        """The test whose recorded heatmap shows the largest difference."""
+        shown = [o for o in self.outcomes if o.heatmap and o.heatmap.get("student")]
+        return max(shown, key=lambda o: _heatmap_difference(o.heatmap)) if shown else None
+
+
+def failure_groups(outcomes: list[TestOutcome] | tuple[TestOutcome, ...]) -> list[CauseGroup]:
+    """Failed tests grouped by (task, cause), in order of first appearance: one bug, one group."""
+    groups: dict[tuple, CauseGroup] = {}
+    for outcome in outcomes:
+        if outcome.status != FAILED:
+            continue
+        key = cause_key(outcome)
+        group = groups.setdefault((outcome.task, key), CauseGroup(outcome.task, key))
+        group.outcomes.append(outcome)
+    return list(groups.values())
+
+
+def _heatmap_caption(outcome: TestOutcome) -> str:
+    heatmap = outcome.heatmap or {}
+    where = []
+    if heatmap.get("slice"):
+        where.append("batch/head index [" + ", ".join(str(i) for i in heatmap["slice"]) + "]")
+    if heatmap.get("rows") and heatmap.get("cols"):
+        (r0, r1), (c0, c1) = heatmap["rows"], heatmap["cols"]
+        where.append(f"queries {r0}–{r1 - 1}, keys {c0}–{c1 - 1}")
+    place = (", ".join(where) + " — ") if where else ""
+    return f"{place}the slice with the largest difference, from {outcome.name}"
+
+
+def _group_view(group: CauseGroup) -> dict:
+    shown = group.heatmap_outcome()
+    heatmap = shown.heatmap if shown else None
+    diagnosis = group.diagnosis
+    detail = group.detail()
+    return {
+        "key": ":".join(group.key), "title": group.title, "count": len(group.outcomes),
+        "kind": KIND_WORDS.get(group.first.kind, group.first.kind),
+        "diagnosis": {**diagnosis, "variants": group.variants} if diagnosis else None,
+        "detail": detail,
+        "tests": [{"name": o.name, "line": "" if group.line(o) in detail else group.line(o), "output": o.output}
+                  for o in group.outcomes],
+        "heatmap": heatmap_png(heatmap["student"], heatmap["reference"], heatmap.get("rows"), heatmap.get("cols"))
+        if heatmap else None,
+        "heatmap_caption": _heatmap_caption(shown) if shown else "",
+    }
+
 
 def view_model(result: GradeResult) -> dict:
-    """Everything the template shows, precomputed; every string made printable (grader/text.py)."""
+    """Everything the template shows, precomputed; every string made printable (grader/text.py).
+
+    Failures are shown per task and cause (`failure_groups`): one block per cause, listing the
+    tests it explains; pending and timed tests keep a block each."""
     score = result.score
     points = {id(o): t for o, t in zip(result.outcomes, score.tests or test_scores(score.tasks, result.outcomes),
                                           strict=True)}
+    groups = failure_groups(result.outcomes)
     tasks = []
     for task in score.tasks:
         outcomes = [o for o in result.outcomes if o.task == task.task_id]
         tests = []
         for o in outcomes:
             timing = o.detail.get("timing")
+            if o.status == FAILED and not timing:
+                continue  # shown in its cause's block
+            if o.status == PASSED and not timing:
+                continue
             allocated = points[id(o)]
             tests.append({
                 "name": o.name, "status": o.status, "kind": KIND_WORDS.get(o.kind, o.kind),
-                # the diagnosis gets its own box, so the message keeps only what was measured
-                "message": o.message.split("\nLikely cause:")[0] if o.diagnosis else o.message,
-                "diagnosis": o.diagnosis, "measured": o.measured,
-                "output": o.output, "heatmap": heatmap_png(o.heatmap["student"], o.heatmap["reference"])
-                if o.heatmap and o.status == FAILED else None,
-                "timing": timing,
+                "message": o.message, "output": o.output, "timing": timing,
                 "speed_percent": percent(allocated.score, allocated.max_score) if timing else None,
                 "timed_on": ("CPU (interpreter)" if timing.get("cpu_timed")
                              else (timing.get("environment") or {}).get("gpu")) if timing else None,
@@ -102,6 +227,8 @@ def view_model(result: GradeResult) -> dict:
             "bar": "zero" if task.earned == 0 else ("partial" if share < 100 else ""),
             "badge": badge, "badge_text": badge_text, "tests_line": tests_line,
             "all_passed": bool(task.passed and task.failed == 0 and task.status == "graded"),
+            "causes": [_group_view(g) for g in groups if g.task == task.task_id and
+                       not any(o.detail.get("timing") for o in g.outcomes)],
             "tests": tests,
         })
     not_graded = [f"{t['title']}: {t['reason']}" for t in tasks if t["status"] == "pending"]
