@@ -1,0 +1,353 @@
+"""Grades that are right for real code, and feedback that names one cause once.
+
+Each submission below is graded for real (the sandbox, the hidden suite, the catalogue); the
+Triton kernels run through the interpreter, as the grader runs them without a GPU:
+
+* a kernel that crashes only at N = 1 loses those tests and earns the shapes where it is right;
+  a function that crashes on every call stops after the limit instead of costing every test;
+* a block-pointer kernel (tl.make_block_ptr, Triton 3.9 removed it) is told what to write instead;
+* a tail-key bug with 16-wide tiles is diagnosed at 16, not only at the reference's 64;
+* the BLOOM / fairseq ALiBi (+m·j) is explained as a per-row shift that softmax ignores, and earns
+  nothing on the bias tests (the points rule in docs/AUTHORING.md);
+* `q @ k.T` on batched keys is diagnosed from the exception it raises;
+* a submission with two bugs is shown as two causes, each once, in the terminal.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+import torch
+
+from grader.core.course import Course
+from grader.core.manifest import parse_manifest
+from grader.core.records import TestOutcome
+from grader.harness import degenerate
+from grader.harness.diagnose import API_PROBLEMS, explain_exception, row_shifts
+from grader.harness.runners import MAX_CRASHED_SHAPES, InProcessRunner, SandboxRunner
+from grader.harness.testing import Check, GradingContext
+from grader.pipeline.grading import grade, open_submission
+from grader.render.report import failure_groups
+from grader.sandbox.client import Sandbox
+from grader.sandbox.limits import SandboxLimits
+from tests.conftest import FIXTURES, ROOT
+
+KERNELS = FIXTURES / "triton_kernels"
+
+
+@pytest.fixture(scope="module")
+def course() -> Course:
+    return Course(ROOT)
+
+
+def _graded(course: Course, assignment: str, workspace: Path, task: str):
+    result = grade(course, assignment, open_submission(course, assignment, workspace, student="student"),
+                   only_task=task, allow_weak_sandbox=True, use_gpu=False)
+    return result, [o for o in result.outcomes if o.task == task]
+
+
+def _kernel_workspace(tmp_path: Path, fixture: str) -> Path:
+    workspace = tmp_path / "student"
+    workspace.mkdir()
+    shutil.copyfile(KERNELS / f"{fixture}.py", workspace / "flash.py")
+    return workspace
+
+
+def _task(result, task_id: str):
+    return next(t for t in result.score.tasks if t.task_id == task_id)
+
+
+# ------------------------------------------------------------------ 1. crashes
+
+
+def test_a_kernel_that_crashes_at_one_token_still_earns_the_other_shapes(course, tmp_path):
+    result, outcomes = _graded(course, "assignment3", _kernel_workspace(tmp_path, "crash_at_one_token"),
+                               "flash_forward")
+    single = [o for o in outcomes if "test_single_token" in o.name]
+    others = [o for o in outcomes if "test_single_token" not in o.name]
+    assert single and all(o.status == "failed" and o.kind == "crashed" for o in single), single
+    assert all("SIGSEGV" in o.message and "started again" in o.message and "not run again" not in o.message
+               for o in single)
+    assert all("mask" in o.message and "§24" in o.message for o in single)  # the interpreter's usual cause
+    assert others and all(o.status == "passed" for o in others), [(o.name, o.message) for o in others]
+    task = _task(result, "flash_forward")
+    assert 0 < task.earned < task.points and task.passed == len(others)
+    groups = failure_groups(result.outcomes)
+    assert len(groups) == 1 and len(groups[0].outcomes) == len(single)
+
+
+CRASHY = b'''
+import ctypes
+
+def crashes_when_long(x):
+    if x.shape[0] > 1:
+        ctypes.string_at(0)
+    return x * 2
+'''
+
+
+def test_a_function_that_keeps_crashing_stops_after_the_limit():
+    box = Sandbox({"m.py": CRASHY}, ["m.py"], limits=SandboxLimits(call_timeout_s=60, submission_budget_s=600))
+    runner = SandboxRunner(box)
+    try:
+        def call(n: int):
+            return runner.call("crashes_when_long", (torch.ones(n),), {})
+
+        assert [call(2).status, call(2).status] == ["crashed", "crashed"]  # one shape twice
+        assert call(1).status == "ok"  # a good call ends the streak
+        statuses = [call(n).status for n in range(2, 2 + MAX_CRASHED_SHAPES)]
+        assert statuses == ["crashed"] * MAX_CRASHED_SHAPES
+        restarts = box.restarts
+        stopped = call(1)  # would succeed, but the function is not run again
+        assert stopped.status == "crash_limit" and box.restarts == restarts
+        assert f"{MAX_CRASHED_SHAPES} different input shapes" in stopped.detail
+        assert "not run again" in stopped.detail and "segmentation fault" in stopped.detail
+    finally:
+        box.close()
+
+
+# ------------------------------------------------------------ 2. Triton APIs
+
+
+def test_a_block_pointer_kernel_is_told_what_to_write_instead(course, tmp_path):
+    result, outcomes = _graded(course, "assignment3", _kernel_workspace(tmp_path, "block_pointers"),
+                               "flash_forward")
+    assert outcomes and all(o.status == "failed" and o.kind == "raised" for o in outcomes)
+    for o in outcomes:
+        assert o.diagnosis["id"] == "triton_block_ptr_removed" and o.diagnosis["source"] == "api"
+        assert "Testing on a machine without a GPU" in o.diagnosis["handout"]
+        assert "pointer" in o.diagnosis["explanation"] and "mask=" in o.diagnosis["explanation"]
+        assert "Likely cause: tl.make_block_ptr no longer exists" in o.message and "§24" in o.message
+        assert o.measured.startswith("raised InterpreterError")
+    groups = failure_groups(result.outcomes)
+    assert len(groups) == 1 and len(groups[0].outcomes) == len(outcomes)
+
+
+PROBES = textwrap.dedent('''
+    import json, sys
+    import torch, triton, triton.language as tl
+
+    @triton.jit
+    def block_ptr(X, Y, N, B: tl.constexpr):
+        p = tl.make_block_ptr(X, shape=(N,), strides=(1,), offsets=(0,), block_shape=(B,), order=(0,))
+        tl.store(Y + tl.arange(0, B), tl.load(p, boundary_check=(0,)))
+
+    @triton.jit
+    def advance(X, Y, N, B: tl.constexpr):
+        o = tl.arange(0, B)
+        tl.store(Y + o, tl.load(tl.advance(X + o, (B,))))
+
+    @triton.jit
+    def boundary(X, Y, N, B: tl.constexpr):
+        o = tl.arange(0, B)
+        tl.store(Y + o, tl.load(X + o, boundary_check=(0,)))
+
+    @triton.jit
+    def arange(X, Y, N, B: tl.constexpr):
+        o = tl.arange(0, 48)
+        tl.store(Y + o, tl.load(X + o))
+
+    @triton.jit
+    def libdevice(X, Y, N, B: tl.constexpr):
+        o = tl.arange(0, B)
+        tl.store(Y + o, tl.libdevice.exp(tl.load(X + o)))
+
+    @triton.jit
+    def extra(X, Y, N, B: tl.constexpr):
+        o = tl.arange(0, B)
+        tl.store(Y + o, tl.extra.cuda.libdevice.exp(tl.load(X + o)))
+
+    @triton.autotune(configs=[triton.Config({"B": 16}), triton.Config({"B": 32})], key=["N"])
+    @triton.jit
+    def autotuned(X, Y, N, B: tl.constexpr):
+        o = tl.arange(0, B)
+        tl.store(Y + o, tl.load(X + o, mask=o < N), mask=o < N)
+
+    seen = {}
+    for name, kernel, kw in [("triton_block_ptr_removed", block_ptr, {"B": 16}),
+                             ("triton_advance_removed", advance, {"B": 16}),
+                             ("triton_boundary_check", boundary, {"B": 16}),
+                             ("triton_arange_not_power_of_two", arange, {"B": 16}),
+                             ("triton_libdevice_moved", libdevice, {"B": 16}),
+                             ("triton_gpu_only_function", extra, {"B": 16}),
+                             ("triton_autotune_without_gpu", autotuned, {})]:
+        try:
+            kernel[(1,)](torch.randn(64), torch.empty(64), 16, **kw)
+            seen[name] = None
+        except Exception as exc:
+            seen[name] = {"type": type(exc).__name__, "message": str(exc)}
+    json.dump(seen, sys.stdout)
+''')
+
+
+def test_the_api_problems_are_what_the_installed_triton_raises(tmp_path):
+    """Every entry of API_PROBLEMS is checked against the exception this Triton's interpreter raises."""
+    done = subprocess.run([sys.executable, "-c", PROBES], capture_output=True, text=True, timeout=300,
+                          env={"TRITON_INTERPRET": "1", "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)})
+    assert done.returncode == 0, done.stderr[-2000:]
+    seen = json.loads(done.stdout)
+    assert set(seen) == {p.id for p in API_PROBLEMS}
+    for expected, raised in seen.items():
+        assert raised is not None, f"{expected}: this Triton ran it without an error"
+        found = explain_exception(raised)
+        assert found is not None and found.mutant_id == expected, (expected, raised)
+        assert found.section == "§24" and found.handout
+
+
+# ------------------------------------------------------- 3. tile-dependent bugs
+
+
+def test_a_tail_key_bug_with_16_wide_tiles_is_diagnosed_at_16(course, tmp_path):
+    result, outcomes = _graded(course, "assignment3", _kernel_workspace(tmp_path, "tail_keys_16"),
+                               "flash_forward")
+    failed = [o for o in outcomes if o.status == "failed"]
+    assert failed and all(o.diagnosis and o.diagnosis["id"] == "flash_tail_keys_unmasked" for o in failed)
+    sizes = [sorted(v["BLOCK_N"] for v in o.diagnosis["variants"]) for o in failed]
+    assert all(16 in s and 64 not in s and 128 not in s for s in sizes), sizes
+    assert [16] in sizes  # a length such as N = 70 tells 16 from 32
+    assert any("reproduced with BLOCK_N = 16" in o.message for o in failed)
+    assert any(o.status == "passed" for o in outcomes)  # causal attention hides the bug: partial credit
+    assert len(failure_groups(result.outcomes)) == 1
+
+
+# -------------------------------------------------- 4. softmax-equivalent results
+
+
+def test_the_bloom_alibi_bias_is_explained_as_a_shift_softmax_ignores(course):
+    result, outcomes = _graded(course, "assignment2", FIXTURES / "assignment2_alibi_bloom", "alibi")
+    slopes = [o for o in outcomes if "slopes" in o.name]
+    values = [o for o in outcomes if o.name.split("::")[1] in
+              ("test_bias_square", "test_bias_one_query_at_the_end", "test_bias_fewer_queries_than_keys_six_heads")]
+    assert slopes and all(o.status == "passed" for o in slopes)  # the ALiBi authors' slopes are right
+    assert len(values) == 3 and all(o.status == "failed" for o in values)  # the points rule: no points
+    for o in values:
+        assert o.problem["key"] == "values:row_constant" and o.problem["row_shifts"]
+        assert "softmax" in o.measured and "ignores" in o.measured and "§21" in o.message
+    # with one query, +m·j is exactly the top-left alignment: that is the only diagnosis
+    assert {(o.diagnosis or {}).get("id") for o in values} <= {None, "alibi_bias_top_left"}
+    task = _task(result, "alibi")
+    assert task.earned < task.points
+
+
+def test_a_per_row_constant_is_found_in_any_output_of_two_or_more_dimensions():
+    expected = torch.randn(2, 3, 4, 5, dtype=torch.float64)
+    shift = torch.randn(2, 3, 4, 1, dtype=torch.float64)
+    found = row_shifts(expected + shift, expected, 1e-7, 1e-9)
+    assert found is not None and torch.allclose(found, shift.squeeze(-1))
+    masked = expected.masked_fill(torch.eye(5, dtype=torch.bool)[:4], float("-inf"))  # -inf where masked
+    assert row_shifts(masked + 0.5, masked, 1e-7, 1e-9) is not None
+    assert row_shifts(expected * 2, expected, 1e-7, 1e-9) is None
+    assert row_shifts(expected + torch.randn(1, 1, 1, 5, dtype=torch.float64), expected, 1e-7, 1e-9) is None
+    assert row_shifts(expected[..., :1] + 1, expected[..., :1], 1e-7, 1e-9) is None  # one column: nothing to tell
+
+
+# ------------------------------------------------------------ 5. exceptions
+
+
+def test_batched_k_T_is_diagnosed_from_the_exception_it_raises(course):
+    result, outcomes = _graded(course, "assignment1", FIXTURES / "assignment1_k_T", "attention_scores")
+    raised = [o for o in outcomes if o.status == "failed"]
+    assert len(raised) == 7 and all(o.kind == "raised" for o in raised)
+    assert all(o.diagnosis["id"] == "scores_k_T_batched" and o.diagnosis["matched"] == "exception"
+               for o in raised)
+    assert all("k.transpose(-2, -1)" in o.message and "§6" in o.message for o in raised)
+    assert [o.status for o in outcomes if o.name.endswith("test_unbatched_cross_shapes")] == ["passed"]
+    groups = failure_groups(result.outcomes)
+    assert len(groups) == 1 and len(groups[0].outcomes) == 7
+
+
+# --------------------------------------------------------- 6. one cause, once
+
+
+def test_the_terminal_names_each_cause_once(course):
+    from rich.console import Console
+
+    from grader.cli.console import print_terminal
+
+    result = grade(course, "assignment1", open_submission(course, "assignment1", FIXTURES / "assignment1_two_causes",
+                                                          student="student"), allow_weak_sandbox=True)
+    console = Console(record=True, width=200)
+    print_terminal(result, console)
+    text = console.export_text()
+    for title, count in (("k.T used on batched keys", 7), ("masked scores set to 0 instead of -inf", None)):
+        assert text.count(title) == 1, text
+        line = next(line for line in text.splitlines() if title in line)
+        if count:
+            assert line.endswith(f"— {count} tests")
+    for outcome in result.outcomes:
+        if outcome.status == "failed":
+            assert text.count(outcome.name.split("::")[1]) >= 1
+
+
+# ------------------------------------------------ 7. one tolerance, as data
+
+
+@pytest.fixture
+def make_check(tmp_path):
+    (tmp_path / "s.py").write_text("def f(x):\n    return x\n")
+    manifest = parse_manifest({"id": "a", "files": ["s.py"], "tasks": [
+        {"id": "t", "points": 1, "functions": ["f"], "sections": ["§10"]}]})
+
+    def build():
+        context = GradingContext(runner=InProcessRunner(tmp_path, ("s.py",)), manifest=manifest,
+                                 reference={}, mutants=[], seed=3)
+        return Check(context, "test::node", "t")
+
+    return build
+
+
+def test_the_explanation_uses_the_tolerance_of_the_verdict(make_check):
+    check = make_check()
+    expected = torch.zeros(4, 10)
+    actual = expected.clone()
+    actual[:2] += 5e-4  # inside the test's tolerance of 1e-3, far outside float32's default
+    actual[2:] += 5e-3  # outside both
+    with pytest.raises(AssertionError) as info:
+        check.compare(actual, expected, what="f", rtol=1e-3, atol=1e-3)
+    assert "20 of 40 values out of tolerance" in str(info.value) and "rtol=0.001, atol=0.001" in str(info.value)
+    problem = check.record["problem"]
+    assert problem["out_of_tolerance"] == 20 and problem["rtol"] == 1e-3 and problem["atol"] == 1e-3
+    assert check.record["measured"] in str(info.value)
+    check.compare(expected + 5e-4, expected, what="f", rtol=1e-3, atol=1e-3)  # the same tolerance passes it
+
+
+def test_the_heatmap_shows_the_slice_that_differs(make_check):
+    check = make_check()
+    expected = torch.rand(2, 3, 20, 20)
+    actual = expected.clone()
+    actual[1, 2, 17, 3] += 0.5  # one batch/head slice, far from the top-left corner
+    with pytest.raises(AssertionError):
+        check.compare(actual, expected, what="f", heatmap=True)
+    heatmap = check.record["heatmap"]
+    assert heatmap["slice"] == [1, 2]
+    (r0, r1), (c0, c1) = heatmap["rows"], heatmap["cols"]
+    assert r0 <= 17 < r1 and c0 <= 3 < c1 and r1 - r0 == 16
+    assert heatmap["student"] != heatmap["reference"] and heatmap["max_diff"] == pytest.approx(0.5)
+
+
+def test_outcomes_stored_before_problems_were_kept_still_load():
+    stored = TestOutcome(name="t", task="x", status="failed", kind="wrong", message="m").to_dict()
+    del stored["problem"]
+    outcome = TestOutcome.from_dict(stored)
+    assert outcome.problem is None
+    assert failure_groups([outcome])[0].key == ("message", "wrong:m")
+
+
+def test_a_bfloat16_kernel_gets_the_interpreter_hint(course, tmp_path):
+    result, outcomes = _graded(course, "assignment3", _kernel_workspace(tmp_path, "bf16_products"), "flash_forward")
+    assert outcomes and all(o.status == "failed" for o in outcomes)
+    for o in outcomes:  # float32 results are wildly off; float16 ones overflow to a constant inf
+        assert o.kind in ("wrong", "degenerate"), (o.kind, o.message)
+        assert o.diagnosis["id"] == "triton_bf16_interpreter" and o.diagnosis["source"] == "api"
+        assert "interpreter" in o.message and "§24" in o.message
+
+
+def test_a_constant_infinite_result_is_described():
+    found = degenerate.suspicions(torch.full((2, 3), float("inf")), (torch.ones(2, 3),), {})
+    assert [s.detail for s in found] == ["the same number, inf, everywhere"]
