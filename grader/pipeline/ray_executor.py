@@ -259,7 +259,7 @@ class RayExecutor:
                 ray.init(num_cpus=int(jobs) if jobs else os.cpu_count() or 1, include_dashboard=False, **quiet)
             else:
                 ray.init(address=address, **quiet)
-        except (ConnectionError, RuntimeError, ValueError) as exc:
+        except (ConnectionError, RuntimeError, ValueError, ray.exceptions.RayError) as exc:
             where = "a Ray instance on this machine" if address is None else f"the Ray cluster at {address}"
             raise GraderError(f"could not start or reach {where}: {one_line(str(exc), 300)}") from exc
         self._owns_ray = True
