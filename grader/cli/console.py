@@ -149,6 +149,59 @@ class RichProgress:
         self.progress.update(self.task, advance=1 if event in ("graded", "error") else 0, counts=counts)
 
 
+def _stdout_is_a_terminal() -> bool:
+    import sys
+
+    try:
+        return sys.stdout.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+class ActivityProgress:
+    """One line on stderr while something runs: a spinner, what it is doing, how many are done and the
+    time so far (silent when stderr is not a terminal). `step(text)` names what runs now; `done(text)`
+    counts one more finished item (a validation check, say)."""
+
+    def __init__(self, description: str, console=None, total: int | None = None):
+        from rich import progress as bar
+        from rich.console import Console
+
+        self.console = console or Console(stderr=True)
+        columns = [bar.SpinnerColumn(), bar.TextColumn("[bold]{task.description}"),
+                   bar.TextColumn("{task.fields[step]}")]
+        if total is not None:
+            columns += [bar.BarColumn(), bar.MofNCompleteColumn()]
+        else:
+            columns += [bar.TextColumn("{task.completed} done")]
+        columns += [bar.TimeElapsedColumn()]
+        # Lines printed to stdout meanwhile go above the bar only when stdout is that terminal too;
+        # a redirected stdout (grade validate > log) keeps every line it is given.
+        self.progress = bar.Progress(*columns, console=self.console, transient=True,
+                                     disable=not self.console.is_terminal,
+                                     redirect_stdout=_stdout_is_a_terminal(), redirect_stderr=False)
+        self.task = self.progress.add_task(printable(description), total=total, step="")
+
+    def __enter__(self) -> ActivityProgress:
+        self.progress.__enter__()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.progress.__exit__(*exc)
+
+    def step(self, text: str) -> None:
+        from rich.markup import escape
+
+        self.progress.update(self.task, step=escape(printable(text)), refresh=True)
+
+    __call__ = step  # grade(progress=...) calls it with each step
+
+    def done(self, text: str = "") -> None:
+        from rich.markup import escape
+
+        self.progress.update(self.task, advance=1, step=escape(printable(text)), refresh=True)
+
+
 def print_summary(summary: BatchSummary, console=None) -> None:
     """The end-of-batch table: graded, skipped, errors, mean score."""
     from rich.console import Console
@@ -176,3 +229,52 @@ def print_summary(summary: BatchSummary, console=None) -> None:
     if summary.ignored:
         ignored = printable(", ".join(summary.ignored))
         console.print(f"[yellow]ignored (not a folder, .zip or .ipynb):[/yellow] {escape(ignored)}")
+
+
+def _table(title: str, columns: tuple[str, ...], rows: list[tuple], console=None, empty: str = "none") -> None:
+    """A rich table on a terminal; elsewhere the title, then the header and each row tab-separated."""
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
+    console = console or Console()
+    if not rows:
+        console.print(f"{escape(printable(title))}: {escape(empty)}")
+        return
+    if not console.is_terminal:  # a pipe or a file: one tab-separated line per row, for scripts
+        console.print(escape(printable(title)), soft_wrap=True)
+        for line in (columns, *rows):
+            cells = (printable("" if cell is None else str(cell)).replace("\t", " ").replace("\n", " ")
+                     for cell in line)
+            console.print(escape("\t".join(cells)), soft_wrap=True, highlight=False)
+        return
+    table = Table(title=escape(printable(title)), title_justify="left")
+    for column in columns:
+        table.add_column(column, overflow="fold")
+    for row in rows:
+        table.add_row(*(escape(printable("" if cell is None else str(cell))) for cell in row))
+    console.print(table)
+
+
+def print_overrides(records: list, console=None) -> None:
+    """Overrides (storage.gradebook.OverrideRecord), with their audit."""
+    rows = [(str(r.id), r.student_id, r.task_id or "total", f"{r.points:g}",
+             f"{r.total_before:g} → {r.total_after:g}", r.reason, f"{r.author}, {r.created_at}",
+             "active" if r.active else f"cleared {r.cleared_at} by {r.cleared_by}: {r.cleared_reason}")
+            for r in records]
+    _table("Score overrides", ("#", "student", "task", "points", "total before → after", "reason", "by, when",
+                               "state"), rows, console, empty="none")
+
+
+def print_extensions(records: dict, console=None) -> None:
+    """student → storage.gradebook.ExtensionRecord."""
+    rows = [(student, r.describe(), r.assignment_id or "every assignment (roster)", r.reason,
+             f"{r.author}, {r.granted_at}") for student, r in sorted(records.items())]
+    _table("Extensions", ("student", "extension", "for", "reason", "by, when"), rows, console, empty="none")
+
+
+def print_history(gradings: list, console=None) -> None:
+    """storage.gradebook.Grading rows, oldest first per student."""
+    rows = [(g.student_id, g.graded_at, f"{g.total:g} / {g.max_points:g}", g.sha256[:12],
+             "current" if g.current else f"replaced {g.replaced_at}: {g.replaced_because}") for g in gradings]
+    _table("Gradings", ("student", "graded", "total", "files", "state"), rows, console, empty="none")

@@ -176,11 +176,14 @@ def submit(course: Course, assignment: str, workspace: str | None, student: str 
            json_path: str | None, html_path: str | None, submitted_at: datetime | None,
            no_record: bool, seed: int | None, timing_device: str, allow_weak_sandbox: bool,
            gradebook_path: str | None) -> None:
-    """The official grade of one submission (exit 0 whenever grading completed)."""
-    from grader.cli.console import print_terminal
+    """The official grade of one submission (exit 0 whenever grading completed).
+
+    A student's extension recorded in the gradebook (grade extension, or the roster) applies."""
+    from grader.cli.console import ActivityProgress, print_terminal
     from grader.core.manifest import load_manifest
     from grader.core.student_ids import check_student_id
     from grader.pipeline.grading import grade, open_submission
+    from grader.pipeline.staff import recorded_late_policy
     from grader.render.report import write_html
     from grader.render.results import write_gradescope
     from grader.storage.gradebook import Gradebook
@@ -190,9 +193,12 @@ def submit(course: Course, assignment: str, workspace: str | None, student: str 
     submission = open_submission(course, assignment, workspace, student=student,
                                  submitted_at=submitted_at)
     html = Path(html_path) if html_path else course.report_path(submission.student, assignment)
-    result = grade(course, assignment, submission, mode="submit", seed=seed, timing_device=timing_device,
-                   allow_weak_sandbox=allow_weak_sandbox,
-                   protected=(str(course.gradebook_path(gradebook_path)), str(html)))
+    late = recorded_late_policy(course.gradebook_path(gradebook_path), submission.student, assignment)
+    with ActivityProgress(f"grading {assignment} for {submission.student}") as activity:
+        result = grade(course, assignment, submission, mode="submit", seed=seed, timing_device=timing_device,
+                       allow_weak_sandbox=allow_weak_sandbox,
+                       protected=(str(course.gradebook_path(gradebook_path)), str(html)), progress=activity,
+                       **late)
     print_terminal(result)
     if json_path:
         write_gradescope(result, json_path, load_manifest(course.assignment_dir(assignment) / "assignment.toml"))
@@ -268,7 +274,9 @@ def roster() -> None:
 @pass_course
 @library_errors
 def roster_import(course: Course, csv_path: str, gradebook_path: str | None) -> None:
-    """Add or update students from a CSV with columns id,name,email."""
+    """Add or update students from a CSV with columns id,name,email[,extension_days].
+
+    extension_days: extra days on every assignment (blank: none), e.g. for an accommodation."""
     from grader.storage.gradebook import Gradebook
     from grader.storage.roster import read_roster
 
@@ -276,6 +284,131 @@ def roster_import(course: Course, csv_path: str, gradebook_path: str | None) -> 
     with Gradebook(course.gradebook_path(gradebook_path)) as book:
         count = book.import_roster(rows)
     click.echo(f"{count} student(s) imported into {course.gradebook_path(gradebook_path)}")
+    extended = sum(1 for row in rows if row.get("extension_days"))
+    if extended:
+        click.echo(f"{extended} with an extension on every assignment (extension_days)")
+
+
+# ------------------------------------------------------------------ staff decisions
+def staff_option(command):
+    return click.option("--by", "author", default=None,
+                        help="Who decides (recorded; default: $GRADE_STAFF, else your login name).")(command)
+
+
+@main.command()
+@click.argument("assignment")
+@click.argument("student")
+@click.option("--points", type=float, default=None, help="The points to give (the task's, or the total's).")
+@click.option("--task", "task_id", default=None, help="Override this task's points (default: the total).")
+@click.option("--reason", required=True, help="Why (recorded, and shown in the student's report).")
+@click.option("--clear", is_flag=True, help="Clear the override of --task (or of the total) instead.")
+@click.option("--all-tasks", is_flag=True, help="With --clear: clear every override of this student.")
+@staff_option
+@gradebook_option
+@pass_course
+@library_errors
+def override(course: Course, assignment: str, student: str, points: float | None, task_id: str | None,
+             reason: str, clear: bool, all_tasks: bool, author: str | None, gradebook_path: str | None) -> None:
+    """Set a student's score by hand, with a reason: a task's points (--task) or the total.
+
+    Audited (who, when, why, the total before and after), applied to the latest grading,
+    so it survives regrades; shown in grade report and the exports. --clear ends it (kept in the audit)."""
+    from grader.cli.console import print_overrides
+    from grader.pipeline.staff import clear_override, set_override
+
+    if clear == (points is not None):
+        raise click.UsageError("give --points X to set an override, or --clear to end one")
+    if all_tasks and not clear:
+        raise click.UsageError("--all-tasks goes with --clear")
+    with _existing_gradebook(course, gradebook_path) as book:
+        if clear:
+            records = clear_override(course, book, assignment, student, reason, task_id=task_id,
+                                     every_task=all_tasks, author=author)
+            click.echo(f"cleared {len(records)} override(s) of {student} in {assignment}")
+        else:
+            records = [set_override(course, book, assignment, student, points, reason, task_id=task_id,
+                                    author=author)]
+        print_overrides(records)
+
+
+@main.command()
+@click.argument("assignment")
+@click.argument("student", required=False)
+@click.option("--all", "include_cleared", is_flag=True, help="Cleared overrides too.")
+@gradebook_option
+@pass_course
+@library_errors
+def overrides(course: Course, assignment: str, student: str | None, include_cleared: bool,
+              gradebook_path: str | None) -> None:
+    """List the score overrides of an assignment (or of one student)."""
+    from grader.cli.console import print_overrides
+
+    course.assignment_dir(assignment)
+    with _existing_gradebook(course, gradebook_path) as book:
+        print_overrides(book.overrides(assignment, student, include_cleared=include_cleared))
+
+
+@main.command()
+@click.argument("assignment")
+@click.argument("student")
+@click.option("--days", type=float, default=None, help="Extra days past the deadline (fractions allowed).")
+@click.option("--hours", type=float, default=None, help="Extra hours past the deadline.")
+@click.option("--until", callback=iso_datetime, default=None,
+              help="A deadline of the student's own (ISO 8601 with a zone) instead.")
+@click.option("--reason", required=True, help="Why (recorded).")
+@click.option("--clear", is_flag=True, help="End the student's extension for this assignment instead.")
+@staff_option
+@gradebook_option
+@pass_course
+@library_errors
+def extension(course: Course, assignment: str, student: str, days: float | None, hours: float | None,
+              until: datetime | None, reason: str, clear: bool, author: str | None,
+              gradebook_path: str | None) -> None:
+    """Give a student more time on one assignment; the late policy uses it everywhere
+    (submit, batch, report, exports), for grades already recorded too."""
+    from grader.cli.console import print_extensions
+    from grader.pipeline.staff import end_extension, grant_extension
+    from grader.storage.gradebook import Gradebook
+
+    with Gradebook(course.gradebook_path(gradebook_path)) as book:
+        if clear:
+            if days is not None or hours is not None or until is not None:
+                raise click.UsageError("--clear takes no --days, --hours or --until")
+            end_extension(course, book, assignment, student, reason, author=author)
+            click.echo(f"ended the extension of {student} for {assignment}")
+            return
+        record = grant_extension(course, book, assignment, student, reason, days=days, hours=hours, until=until,
+                                 author=author)
+        print_extensions({student: record})
+
+
+@main.command()
+@click.argument("assignment")
+@gradebook_option
+@pass_course
+@library_errors
+def extensions(course: Course, assignment: str, gradebook_path: str | None) -> None:
+    """List the extensions that apply to an assignment (its own, and the roster's for every assignment)."""
+    from grader.cli.console import print_extensions
+
+    course.assignment_dir(assignment)
+    with _existing_gradebook(course, gradebook_path) as book:
+        print_extensions(book.extensions(assignment))
+
+
+@main.command()
+@click.argument("assignment")
+@click.argument("student", required=False)
+@gradebook_option
+@pass_course
+@library_errors
+def history(course: Course, assignment: str, student: str | None, gradebook_path: str | None) -> None:
+    """Every grading of an assignment (or of one student), oldest first; the latest counts."""
+    from grader.cli.console import print_history
+
+    course.assignment_dir(assignment)
+    with _existing_gradebook(course, gradebook_path) as book:
+        print_history(book.history(assignment, student))
 
 
 @main.command()
@@ -389,6 +522,7 @@ def validate(course: Course, assignment: str | None, jobs: int | None) -> None:
     from rich.console import Console
     from rich.markup import escape
 
+    from grader.cli.console import ActivityProgress
     from grader.core.text import printable
     from grader.pipeline.validate import validate as run_validation
 
@@ -398,13 +532,17 @@ def validate(course: Course, assignment: str | None, jobs: int | None) -> None:
     for assignment_id in assignments:
         console.print(f"[bold]{assignment_id}[/bold]")
 
-        def show(verdict) -> None:
-            mark = "[green]✓[/green]" if verdict.ok else "[red]✗[/red]"
-            task = f" [{printable(verdict.task)}]" if verdict.task else ""
-            console.print(f"  {mark} {escape(printable(verdict.subject))}{escape(task)}: "
-                          f"{escape(printable(verdict.detail))}")
+        with ActivityProgress(f"validating {assignment_id}") as activity:
+            activity.step("grading the reference, the stubs and every mutant")
 
-        verdicts = run_validation(course, assignment_id, jobs=jobs, progress=show)
+            def show(verdict) -> None:
+                mark = "[green]✓[/green]" if verdict.ok else "[red]✗[/red]"
+                task = f" [{printable(verdict.task)}]" if verdict.task else ""
+                console.print(f"  {mark} {escape(printable(verdict.subject))}{escape(task)}: "
+                              f"{escape(printable(verdict.detail))}")
+                activity.done(verdict.subject)
+
+            verdicts = run_validation(course, assignment_id, jobs=jobs, progress=show)
         failures += sum(not v.ok for v in verdicts)
     if failures:
         raise click.ClickException(f"{failures} validation check(s) failed")

@@ -138,7 +138,8 @@ def run_job(job: GradingJob, submission: Submission | None = None) -> JobResult:
             submission = open_submission(course, job.assignment_id, job.path, student=job.student,
                                          submitted_at=when)
         result = grade(course, job.assignment_id, submission, mode=job.mode, seed=job.seed,
-                       allow_weak_sandbox=job.allow_weak_sandbox, protected=tuple(job.protected))
+                       allow_weak_sandbox=job.allow_weak_sandbox, protected=tuple(job.protected),
+                       **job.late_policy())
         if job.report_path:
             from grader.render.report import write_html
 

@@ -1,0 +1,161 @@
+"""Staff decisions on recorded grades: score overrides and extensions, checked and audited.
+
+Each function checks the decision against the manifest and the gradebook, then
+records it through the gradebook (its only writer), with who made it, when and
+why; nothing here edits a grading. The totals before and after an override are
+the scores as they stand (render/standing.py), so the audit says what the
+decision changed. When the student's HTML report exists where `grade submit`
+and `grade batch` write it, it is written again with the grade as it now
+stands, the decision named in its notes (the reason included: it is written for
+the student).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+from datetime import datetime, timedelta
+from pathlib import Path
+
+from grader.core.course import Course
+from grader.core.errors import StaffActionRefused
+from grader.core.manifest import Manifest, load_manifest
+from grader.core.scoring import check_override
+from grader.core.student_ids import check_student_id
+from grader.render.report import write_html
+from grader.render.standing import Standing, standing_for, standing_of
+from grader.storage.gradebook import EVERY_ASSIGNMENT, ExtensionRecord, Gradebook, OverrideRecord
+
+MAX_EXTENSION = timedelta(days=365)
+
+
+def _manifest(course: Course, assignment_id: str) -> Manifest:
+    return load_manifest(course.assignment_dir(assignment_id) / "assignment.toml")
+
+
+def _reason(reason: str | None) -> str:
+    text = " ".join((reason or "").split())
+    if not text:
+        raise StaffActionRefused("give a reason (--reason \"...\"): every override and extension is audited")
+    return text
+
+
+def _graded(manifest: Manifest, book: Gradebook, student: str) -> Standing:
+    standing = standing_for(manifest, book, student)
+    if standing is None:
+        raise StaffActionRefused(f"{student} has no graded submission of {manifest.id}; grade it first "
+                                 f"(grade submit {manifest.id} --student {student} ...)")
+    return standing
+
+
+def refresh_report(course: Course, manifest: Manifest, book: Gradebook, student: str) -> Path | None:
+    """Rewrite the student's report (if one was written at the default place) with the grade as it stands."""
+    standing = standing_for(manifest, book, student)
+    if standing is None:
+        return None
+    path = course.report_path(student, manifest.id)
+    if not path.is_file():
+        return None
+    notes = [f"Course staff changed this grade: {o.task or 'the total'} {o.computed or 0:g} → {o.points:g} "
+             f"points ({o.reason})." for o in standing.score.overrides]
+    if standing.extension:
+        notes.append(f"Extension: {standing.extension.describe()} ({standing.extension.reason}); the late "
+                     f"policy counts from {standing.score.due_at}.")
+    result = replace(standing.record.result, score=standing.score,
+                     notes=tuple(standing.record.result.notes) + tuple(notes))
+    return write_html(result, path, course.templates_dir)
+
+
+def set_override(course: Course, book: Gradebook, assignment_id: str, student: str, points: float,
+                 reason: str, *, task_id: str | None = None, author: str | None = None) -> OverrideRecord:
+    """Set a task's points (`task_id`) or the total (None) for a student's latest grading.
+
+    It replaces an active override of the same task and applies to later gradings too (regrades)."""
+    check_student_id(student, "student", fix="pass the student's id")
+    manifest = _manifest(course, assignment_id)
+    check_override(manifest, task_id, float(points))
+    reason = _reason(reason)
+    before = _graded(manifest, book, student)
+    kept = [o for o in before.overrides if o.task_id != task_id]
+    draft = OverrideRecord(0, student, manifest.id, task_id, float(points), reason, author or "", "~", "", 0, 0)
+    after = standing_of(manifest, before.record, before.extension, [*kept, draft])
+    record = book.add_override(student, manifest.id, task_id, float(points), reason, sha256=before.record.sha256,
+                               total_before=before.total, total_after=after.total, author=author)
+    refresh_report(course, manifest, book, student)
+    return record
+
+
+def clear_override(course: Course, book: Gradebook, assignment_id: str, student: str, reason: str, *,
+                   task_id: str | None = None, every_task: bool = False,
+                   author: str | None = None) -> list[OverrideRecord]:
+    """Clear the student's active override of `task_id` (None: the total), or all with `every_task`."""
+    check_student_id(student, "student", fix="pass the student's id")
+    manifest = _manifest(course, assignment_id)
+    if task_id is not None and not manifest.has_task(task_id):
+        raise StaffActionRefused(f"{manifest.id} has no task {task_id!r} "
+                                 f"(tasks: {', '.join(t.id for t in manifest.tasks)})")
+    cleared = book.clear_overrides(student, manifest.id, task_id, _reason(reason), author, every_task=every_task)
+    if not cleared:
+        what = "any task or the total" if every_task else (f"task {task_id!r}" if task_id else "the total")
+        raise StaffActionRefused(f"{student} has no active override of {what} in {manifest.id} "
+                                 f"(grade overrides {manifest.id} lists them)")
+    refresh_report(course, manifest, book, student)
+    return cleared
+
+
+def extension_length(days: float | None = None, hours: float | None = None) -> timedelta:
+    """--days / --hours as one timedelta, within (0, MAX_EXTENSION]."""
+    if days is None and hours is None:
+        raise StaffActionRefused("give the extension as --days N, --hours N or --until DATE")
+    total = timedelta(days=days or 0, hours=hours or 0)
+    if not math.isfinite(total.total_seconds()) or not timedelta(0) < total <= MAX_EXTENSION:
+        raise StaffActionRefused(f"an extension must be more than 0 and at most {MAX_EXTENSION.days} days")
+    return total
+
+
+def grant_extension(course: Course, book: Gradebook, assignment_id: str, student: str, reason: str, *,
+                    days: float | None = None, hours: float | None = None, until: datetime | None = None,
+                    author: str | None = None) -> ExtensionRecord:
+    """Give a student extra time on one assignment (`days`/`hours` past its deadline) or a deadline of
+    their own (`until`, with a time zone). It replaces their earlier one for this assignment and wins
+    over the roster's `extension_days`."""
+    check_student_id(student, "student", fix="pass the student's id")
+    manifest = _manifest(course, assignment_id)
+    reason = _reason(reason)
+    if until is not None:
+        if days is not None or hours is not None:
+            raise StaffActionRefused("give either --until or --days/--hours, not both")
+        if until.tzinfo is None:
+            raise StaffActionRefused("--until needs a time zone, e.g. 2026-12-16T23:59:00+00:00")
+        record = book.set_extension(student, manifest.id, until=until, reason=reason, author=author)
+    else:
+        record = book.set_extension(student, manifest.id, extra=extension_length(days, hours), reason=reason,
+                                    author=author)
+    refresh_report(course, manifest, book, student)
+    return record
+
+
+def end_extension(course: Course, book: Gradebook, assignment_id: str, student: str, reason: str, *,
+                  author: str | None = None) -> None:
+    """End the student's extension for this assignment (the roster's, if any, applies again)."""
+    check_student_id(student, "student", fix="pass the student's id")
+    manifest = _manifest(course, assignment_id)
+    if not book.clear_extension(student, manifest.id, _reason(reason), author):
+        raise StaffActionRefused(f"{student} has no extension of their own for {manifest.id}"
+                                 + (" (theirs comes from the roster's extension_days: change the roster)"
+                                    if book.extension_for(student, manifest.id) else ""))
+    refresh_report(course, manifest, book, student)
+
+
+def recorded_late_policy(gradebook_path: Path, student: str, assignment_id: str) -> dict:
+    """The late-policy keywords of grade() for a student's extension in the gradebook at `gradebook_path`
+    ({} when there is none, or no gradebook yet: looking never creates one)."""
+    if not Path(gradebook_path).is_file():
+        return {}
+    with Gradebook(gradebook_path) as book:
+        extension = book.extension_for(student, assignment_id)
+    return extension.late_policy() if extension else {}
+
+
+__all__ = ["EVERY_ASSIGNMENT", "clear_override", "end_extension", "extension_length", "grant_extension",
+           "recorded_late_policy", "refresh_report", "set_override"]

@@ -1,0 +1,186 @@
+"""A TA's week through the real CLI: overrides with a reason (audited, surviving a regrade, shown in
+the report and exports), extensions (used by submit and batch as well as by what reads grades),
+and the grading history. Every grade here is a real sandboxed grading of the tiny course."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import re
+import shutil
+import sqlite3
+from concurrent.futures import Future
+from pathlib import Path
+
+import pytest
+from class_builder import ASSIGNMENT, BY_ID, build_class
+from click.testing import CliRunner
+
+from grader.cli.main import main
+from grader.core.course import Course
+from grader.pipeline.batch import GradingJob, JobResult, run_batch, run_job
+from grader.storage.gradebook import Gradebook
+from tests.conftest import FAULTS, MINI_COURSE
+
+LATE = "2026-12-02T08:00:00+00:00"  # 20 h after the deadline: one started day, 25 % off
+
+
+@pytest.fixture
+def course(tmp_path: Path) -> Path:
+    target = tmp_path / "course"
+    shutil.copytree(MINI_COURSE, target, ignore=shutil.ignore_patterns("__pycache__", ".grade"))
+    return target
+
+
+@pytest.fixture
+def grade(course: Path, monkeypatch):
+    monkeypatch.setenv("GRADE_STAFF", "ta-sam")
+    runner = CliRunner()
+
+    def invoke(*args: str, code: int = 0):
+        result = runner.invoke(main, ["--course", str(course), *args], catch_exceptions=False)
+        assert result.exit_code == code, result.output
+        return result.output
+
+    return invoke
+
+
+def csv_row(grade, student: str) -> dict:
+    return {row["student"]: row for row in csv.DictReader(io.StringIO(grade("export", "mini", "--format", "csv")))}[
+        student]
+
+
+@pytest.mark.slow
+def test_an_override_is_audited_survives_a_regrade_and_shows_everywhere(grade, course: Path):
+    wrong_axis = str(FAULTS / "wrong_axis")
+    grade("submit", "mini", "--workspace", wrong_axis, "--student", "bob")
+    computed = float(csv_row(grade, "bob")["total"])
+    assert csv_row(grade, "bob")["normalize"] == "0"
+    out = grade("override", "mini", "bob", "--task", "normalize", "--points", "30",
+                "--reason", "regrade request: only the axis was wrong")
+    assert "normalize" in out and "ta-sam" in out and "active" in out
+    with sqlite3.connect(course / ".grade" / "gradebook.sqlite") as db:
+        row = db.execute("SELECT task_id, points, reason, author, total_before, total_after, cleared_at "
+                         "FROM overrides").fetchone()
+    assert row == ("normalize", 30.0, "regrade request: only the axis was wrong", "ta-sam", computed,
+                   computed + 30, None)
+
+    grade("submit", "mini", "--workspace", wrong_axis, "--student", "bob")  # a regrade of the same files
+    history = grade("history", "mini", "bob")
+    assert history.count("bob") == 2 and "graded again" in history and "current" in history
+    row = csv_row(grade, "bob")
+    assert (float(row["total"]), row["normalize"]) == (computed + 30, "30")  # the override still applies
+    assert float(row["computed_total"]) == computed and "only the axis was wrong" in row["overrides"]
+    report = course / ".grade" / "reports" / "bob" / "mini.html"
+    grade("override", "mini", "bob", "--task", "normalize", "--points", "32", "--reason", "second look",
+          "--by", "prof-lee")
+    assert "Course staff changed this grade: normalize 0 → 32 points (second look)." in report.read_text()
+    assert float(re.search(r'id="total" data-total="([0-9.]+)"', report.read_text()).group(1)) == computed + 32
+    page = course / "class.html"
+    grade("report", "mini", "--out", str(page))
+    html = page.read_text()
+    assert 'data-override="bob|normalize" data-active="true"' in html  # the newest
+    assert 'data-override="bob|normalize" data-active="false"' in html  # the one it replaced, kept
+    assert "prof-lee" in html
+    assert float(re.search(r'data-student="bob" data-total="([0-9.]+)"', html).group(1)) == computed + 32
+    listed = grade("overrides", "mini", "--all")
+    assert "replaced by a newer" in listed and "prof-lee" in listed
+
+    grade("override", "mini", "bob", "--task", "normalize", "--clear", "--reason", "appeal withdrawn")
+    assert float(csv_row(grade, "bob")["total"]) == computed
+    assert grade("overrides", "mini") == "Score overrides: none\n"
+
+
+@pytest.mark.parametrize("args, words", [
+    (["--points", "41", "--task", "normalize", "--reason", "r"], "task 'normalize' is worth 40 points; 41 is more"),
+    (["--points", "5", "--task", "nope", "--reason", "r"], "mini has no task 'nope'"),
+    (["--points", "-1", "--reason", "r"], "override points must be a number >= 0"),
+    (["--points", "101", "--reason", "r"], "mini is worth at most 100 points"),
+    (["--points", "5", "--reason", "  "], "give a reason"),
+    (["--clear", "--reason", "r"], "has no active override of the total"),
+])
+def test_a_wrong_override_is_refused_with_one_line(grade, course: Path, args: list[str], words: str):
+    with Gradebook(course / ".grade" / "gradebook.sqlite") as book:
+        book.record_error("bob", "mini", "0" * 64, "x")  # a gradebook, but bob was never graded
+    output = grade("override", "mini", "bob", *args, code=2)
+    assert words in output and output.startswith("Error: ") and output.count("\n") == 1, output
+
+
+def test_an_override_needs_a_graded_submission_and_both_flags_make_no_sense(grade, course: Path):
+    with Gradebook(course / ".grade" / "gradebook.sqlite") as book:
+        book.record_error("bob", "mini", "0" * 64, "x")
+    assert "bob has no graded submission of mini; grade it first" in \
+        grade("override", "mini", "bob", "--points", "5", "--reason", "r", code=2)
+    assert "give --points X to set an override, or --clear to end one" in \
+        grade("override", "mini", "bob", "--points", "5", "--clear", "--reason", "r", code=2)
+
+
+@pytest.mark.slow
+def test_an_extension_is_used_by_submit_and_by_what_reads_recorded_grades(grade, course: Path):
+    reference = str(course / "reference" / "mini")
+    grade("submit", "mini", "--workspace", reference, "--student", "ada", "--submitted-at", LATE)
+    assert csv_row(grade, "ada")["late_days"] == "1" and csv_row(grade, "ada")["total"] == "60"  # 80 - 25 %
+    out = grade("extension", "mini", "ada", "--days", "1", "--reason", "flu")
+    assert "1 day(s) more" in out and "ta-sam" in out
+    row = csv_row(grade, "ada")  # the grade recorded before the extension, read today
+    assert (row["late_days"], row["total"], row["extension"]) == ("0", "80", "1 day(s) more")
+    json_path = course / "results.json"
+    grade("submit", "mini", "--workspace", reference, "--student", "ada", "--submitted-at", LATE,
+          "--json", str(json_path))
+    assert json.loads(json_path.read_text())["score"] == 80  # submit held ada to her own deadline
+    with Gradebook(course / ".grade" / "gradebook.sqlite") as book:
+        latest = book.latest("mini")["ada"].result.score
+    assert (latest.late_days, latest.due_at, latest.extension_s) == (0, "2026-12-02T12:00:00+00:00", 86400)
+    grade("extension", "mini", "ada", "--until", "2026-12-01T20:00:00+00:00", "--reason", "shorter after all")
+    assert csv_row(grade, "ada")["late_days"] == "1"
+    grade("extension", "mini", "ada", "--clear", "--reason", "granted in error")
+    assert csv_row(grade, "ada")["extension"] == "" and grade("extensions", "mini") == "Extensions: none\n"
+    assert "an extension must be more than 0" in grade("extension", "mini", "ada", "--days", "0", "--reason", "r",
+                                                       code=2)
+    assert "give the extension as --days N" in grade("extension", "mini", "ada", "--reason", "r", code=2)
+
+
+class RecordingExecutor:
+    """Runs each job for real, in this process, and keeps the jobs it was given."""
+
+    def __init__(self):
+        self.jobs: list[GradingJob] = []
+
+    def submit(self, job: GradingJob) -> Future:
+        self.jobs.append(job)
+        future: Future = Future()
+        future.set_result(run_job(job))
+        return future
+
+    def shutdown(self, cancel: bool = False) -> None:
+        pass
+
+
+@pytest.mark.slow
+def test_batch_jobs_carry_each_students_extension_to_the_late_policy(tmp_path: Path):
+    students = [BY_ID["s24"], BY_ID["s20"]]  # s24 is one day late, s20 on time
+    course_dir, submissions = build_class(tmp_path, students)
+    roster = tmp_path / "roster.csv"
+    roster.write_text("id,name,email,extension_days\ns24,Late Student,s24@x,1.5\ns20,On Time,s20@x,\n")
+    result = CliRunner().invoke(main, ["--course", str(course_dir), "roster", "import", str(roster), "--gradebook",
+                                       str(tmp_path / "gb.sqlite")])
+    assert result.exit_code == 0 and "1 with an extension on every assignment" in result.output
+    executor = RecordingExecutor()
+    with Gradebook(tmp_path / "gb.sqlite") as book:
+        run_batch(Course(course_dir), ASSIGNMENT, submissions, book, executor=executor, write_reports=False)
+        latest = book.latest(ASSIGNMENT)
+    jobs = {job.student: job for job in executor.jobs}
+    assert jobs["s24"].extension_s == 1.5 * 86400 and jobs["s24"].deadline is None
+    assert jobs["s20"].extension_s is None
+    assert latest["s24"].result.score.late_days == 0  # 20 h late, 36 h more: on time
+    assert latest["s24"].total == pytest.approx(BY_ID["s24"].expected_total / 0.75, abs=1e-2)
+    assert latest["s24"].result.score.extension_s == 1.5 * 86400
+
+
+def test_a_job_is_graded_by_any_executor_with_its_late_policy():
+    job = GradingJob(course_root="/c", assignment_id="a", path="/p", student="s", deadline="2026-12-03T12:00:00Z",
+                     extension_s=None)
+    policy = job.late_policy()
+    assert policy["deadline"].isoformat() == "2026-12-03T12:00:00+00:00" and policy["extension"] is None
+    assert JobResult("s").error is None  # a plain-data result, whatever executor ran it
