@@ -109,6 +109,7 @@ def test_ray_gives_exactly_the_records_the_local_pool_gives(two_runs):
     for student in GRADED:
         report = course / ".grade" / "reports" / student / f"{ASSIGNMENT}.html"
         assert report.is_file() and student in report.read_text(), student
+    assert not list((course / ".grade" / "reports").rglob("*.part"))  # each written whole
     assert not (node_course / ".grade").exists()
 
 

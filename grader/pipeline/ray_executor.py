@@ -28,11 +28,14 @@ machine. What differs, and why:
   job; a node whose copy differs, or whose sandbox is below the course's
   requirement, stops the batch before anyone is graded on it.
 - **The driver writes everything.** The gradebook is written by the batch's
-  recorder alone, as always. Reports are rendered by the driver from the
-  returned result (render/report.py computes nothing, so the page is the same
-  wherever it is rendered): nodes need no write access to the course's
+  recorder alone, as always. A report is rendered by the actor (its figures are
+  a fair share of a submission's cost, so rendering scales with the cluster)
+  and comes back as text beside the result; the driver writes it, whole, where
+  the local pool would have: nodes need no write access to the course's
   `.grade/`, a report can never be left half-written by an actor that died,
-  and nothing a node holds can overwrite another student's report.
+  and nothing a node holds can overwrite another student's report. The
+  templates are part of what the fingerprint compares, so the page is the one
+  the driver would have rendered.
 - **An actor that dies is a broken pool.** Its job's future fails with
   BrokenProcessPool, so the batch does what it does for a local pool: the jobs
   in flight run again one at a time, and only a job that kills its actor while
@@ -110,11 +113,13 @@ def fingerprint(course_root: str | Path, assignment_id: str) -> dict[str, str]:
 
     `grader`: the grader's own Python files; `course`: course.toml, the assignment's
     folder (manifest, quiz), its reference folder (hidden tests, solutions, mutants,
-    quiz key) and kernels/. Templates are not included: reports are rendered on the
-    driver."""
+    quiz key) and kernels/; `templates`: the report templates the course uses."""
     import grader
+    from grader.core.course import Course
 
     root = Path(course_root)
+    templates = hashlib.sha256()
+    _tree_digest(templates, Course(root).templates_dir, "templates")
     code = hashlib.sha256()
     _tree_digest(code, Path(grader.__file__).resolve().parent, "grader")
     course = hashlib.sha256()
@@ -123,12 +128,13 @@ def fingerprint(course_root: str | Path, assignment_id: str) -> dict[str, str]:
     _tree_digest(course, root / "assignments" / assignment_id, "assignment")
     _tree_digest(course, root / "reference" / assignment_id, "reference")
     _tree_digest(course, root / "kernels", "kernels")
-    return {"grader": code.hexdigest(), "course": course.hexdigest()}
+    return {"grader": code.hexdigest(), "course": course.hexdigest(), "templates": templates.hexdigest()}
 
 
 PART_NAMES = {"grader": "grader code (install the same commit of the grader there)",
               "course": "copy of the course (its manifest, hidden tests, reference, kernels or course.toml; "
-                        "copy the course there again)"}
+                        "copy the course there again)",
+              "templates": "set of report templates (copy the course, or install the grader, there again)"}
 
 
 def _ray_paths() -> tuple[str, ...]:
@@ -177,10 +183,22 @@ class GradingActor:
         except Exception as exc:  # reported to the driver, which stops the batch with it
             return {"node": node, "problem": f"node {node}: {_describe(exc)}"}
 
-    def grade(self, job: GradingJob, submission: Submission) -> JobResult:
+    def grade(self, job: GradingJob, submission: Submission, with_report: bool) -> tuple[JobResult, str | None]:
+        """The job's result and, when `with_report`, the student's HTML report as text (the driver writes it)."""
         job = replace(job, course_root=self.course_root, report_path=None,
                       protected=(*job.protected, *self.protected))
-        return self.job_function(job, submission)
+        outcome = self.job_function(job, submission)
+        if not with_report or outcome.result is None:
+            return outcome, None
+        try:  # as run_job: a report that cannot be rendered makes the job an error
+            from grader.core.course import Course
+            from grader.core.records import GradeResult
+            from grader.render.report import render_html
+
+            html = render_html(GradeResult.from_dict(outcome.result), Course(Path(self.course_root)).templates_dir)
+            return outcome, html
+        except Exception as exc:
+            return JobResult(job.student, error=_describe(exc), worker_s=outcome.worker_s), None
 
 
 # --------------------------------------------------------------------------------- the executor
@@ -369,7 +387,7 @@ class RayExecutor:
             queued = self._queue.popleft()
             queued.future.set_running_or_notify_cancel()
             slot.job, slot.future = queued.job, queued.future
-            slot.ref = slot.handle.grade.remote(queued.job, queued.submission)
+            slot.ref = slot.handle.grade.remote(queued.job, queued.submission, bool(queued.job.report_path))
 
     def _collect(self) -> None:
         """The collector thread: every finished job's result (and report), and the next job for its actor."""
@@ -401,16 +419,17 @@ class RayExecutor:
                 return
             job, future = slot.job, slot.future
         outcome: JobResult | None = None
+        html: str | None = None
         failure: BaseException | None = None
         try:
-            outcome = ray.get(ref)
+            outcome, html = ray.get(ref)
         except deaths as exc:
             failure = ActorDied(f"the grading actor on {slot.node} died while grading {job.student}: "
                                 f"{one_line(str(exc), 300)}")
         except Exception as exc:  # an executor failure, recorded as this student's error by the batch
             failure = RuntimeError(f"Ray could not run the job: {one_line(str(exc), 300)}")
-        if outcome is not None and outcome.result is not None and job.report_path:
-            outcome = self._write_report(job, outcome)
+        if outcome is not None and html is not None and job.report_path:
+            outcome = self._write_report(job, outcome, html)
         with self._lock:
             if slot.ref is not ref:
                 return
@@ -424,17 +443,17 @@ class RayExecutor:
         else:
             future.set_result(outcome)
 
-    def _write_report(self, job: GradingJob, outcome: JobResult) -> JobResult:
-        """The student's HTML report, rendered here from the returned result (as run_job would there)."""
+    def _write_report(self, job: GradingJob, outcome: JobResult, html: str) -> JobResult:
+        """Write the report the actor rendered, whole (a temporary file renamed over the old one)."""
+        path = Path(job.report_path)
+        part = path.with_name(f".{path.name}.part")
         try:
-            from grader.core.course import Course
-            from grader.core.records import GradeResult
-            from grader.render.report import write_html
-
-            write_html(GradeResult.from_dict(outcome.result), job.report_path,
-                       Course(Path(self.course_root)).templates_dir)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            part.write_text(html, encoding="utf-8")
+            os.replace(part, path)
             return outcome
-        except Exception as exc:
+        except Exception as exc:  # as run_job: a report that cannot be written makes the job an error
+            part.unlink(missing_ok=True)
             return JobResult(job.student, error=_describe(exc), worker_s=outcome.worker_s)
 
     # --------------------------------------------------------------------------- recovery
