@@ -356,6 +356,7 @@ def class_view_model(course: Course, assignment_id: str, book: Gradebook, *,
                    "scope": "every assignment (roster)" if not record.assignment_id else record.assignment_id}
                   for student, record in sorted(book.extensions(assignment_id).items())]
     overrides = _overrides(by_student, book, assignment_id)
+    history = _history(book, assignment_id, by_student)
     fast, identical = _outliers(records)
     return printable_data({
         "title": manifest.title, "assignment": manifest.id, "max_points": manifest.max_points,
@@ -365,7 +366,7 @@ def class_view_model(course: Course, assignment_id: str, book: Gradebook, *,
                    "late": len(late), "errors": len(errors),
                    "submissions": len(book.submissions(assignment_id))},
         "staff": {"overrides": sum(o["active"] for o in overrides), "extensions": len(extensions),
-                  "regraded": len({h["student"] for h in _history(book, assignment_id, by_student)}),
+                  "regraded": len({h["student"] for h in history}),
                   "stale": sum(r.fingerprint != current_fingerprint for r in records),
                   "zeros": sum(1 for s in student_rows if s["zero_reason"])},
         "stats": {"mean": round(statistics.fmean(totals), 2) if totals else None,
@@ -380,7 +381,7 @@ def class_view_model(course: Course, assignment_id: str, book: Gradebook, *,
         "students": student_rows,
         "zeros": _zeros(manifest, student_rows),
         "overrides": overrides, "extensions": extensions,
-        "history": _history(book, assignment_id, by_student),
+        "history": history,
         "late": late, "missing": missing,
         "errors": [{**e, "sha": e["sha256"][:12], "graded": e["student"] in latest} for e in errors],
         "leaderboard": _leaderboard(records),
