@@ -213,7 +213,8 @@ def test_a_tail_key_bug_with_16_wide_tiles_is_diagnosed_at_16(course, tmp_path):
     assert [16] in sizes  # a length such as N = 70 tells 16 from 32
     assert any("reproduced with BLOCK_N = 16" in o.message for o in failed)
     assert any(o.status == "passed" for o in outcomes)  # causal attention hides the bug: partial credit
-    assert len(failure_groups(result.outcomes)) == 1
+    groups = failure_groups(result.outcomes)
+    assert len(groups) == 1 and groups[0].variants == "BLOCK_N = 16"  # the one size every test agrees on
 
 
 # -------------------------------------------------- 4. softmax-equivalent results

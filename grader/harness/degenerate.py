@@ -148,6 +148,16 @@ def summary(suspicion: Suspicion) -> str:
     return SUMMARIES[suspicion.kind]
 
 
+def measured(suspicion: Suspicion) -> str:
+    """What was returned, in a few words ("its result is all zeros")."""
+    what = "its result" if suspicion.item is None else f"item {suspicion.item} of its result"
+    if suspicion.kind == NAN:
+        return f"returned NaN: {what} has {suspicion.detail}"
+    if suspicion.kind == CONSTANT:
+        return f"returned a placeholder: {what} is {suspicion.detail}"
+    return f"handed back an input: {what} is its {suspicion.detail}"
+
+
 def message(name: str, suspicion: Suspicion, section: str = "") -> str:
     """What was returned and what to change, for the student."""
     what = "its result" if suspicion.item is None else f"item {suspicion.item} of its result"

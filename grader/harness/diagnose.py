@@ -423,7 +423,8 @@ def _shift_words(shift: torch.Tensor) -> str:
 def measure_difference(actual: torch.Tensor, expected: torch.Tensor, mask: torch.Tensor | None = None,
                        rtol: float | None = None, atol: float | None = None) -> Difference:
     """What differs between two same-shaped tensors (how much, where, what pattern), judged
-    with (rtol, atol): the tolerance of the verdict (the dtype's default when None)."""
+    with (rtol, atol): the tolerance of the verdict (the dtype's default when None), which the
+    text names."""
     default = tolerance_for(expected.dtype)
     rtol, atol = (default[0] if rtol is None else rtol), (default[1] if atol is None else atol)
     a = actual.detach().cpu().double()
@@ -448,15 +449,15 @@ def measure_difference(actual: torch.Tensor, expected: torch.Tensor, mask: torch
     parts.append(f"max abs error {max_err:.3g} at {index} "
                  f"(yours {float(a.reshape(-1)[worst]):.4g}, expected {float(e.reshape(-1)[worst]):.4g})")
     bad = ~torch.isclose(a, e, rtol=rtol, atol=atol, equal_nan=False)
-    parts.append(f"{int(bad.sum())} of {bad.numel()} values out of tolerance")
+    within = f" (rtol={rtol:g}, atol={atol:g})" if (rtol or atol) else ""
+    parts.append(f"{int(bad.sum())} of {bad.numel()} values out of tolerance{within}")
     data.update(max_abs_error=max_err if math.isfinite(max_err) else None, worst_index=index,
                 out_of_tolerance=int(bad.sum()))
     shift = None if nan else row_shifts(a, e, rtol, atol)
     if shift is not None:
-        parts.append(f"every row differs from the expected row by {_shift_words(shift)}: a softmax over "
-                     f"the last axis ignores such a shift (softmax(x + c) = softmax(x)), so attention built "
-                     f"from your values would not change, but the values themselves are not the ones asked "
-                     f"for")
+        parts.append(f"every row is off by {_shift_words(shift)}: a softmax over the last axis ignores "
+                     f"such a shift (softmax(x + c) = softmax(x)), so attention built from these values "
+                     f"would be the same, but the values asked for are not")
         patterns.append("row_constant")
         data["row_shifts"] = [round(float(s), 6) for s in shift.reshape(-1)[:64]]
     if a.dim() >= 2:

@@ -183,8 +183,8 @@ class Check:
         if suspicion is None:
             return
         text = degenerate.message(name, suspicion, self.section_for(name))
-        self.record["measured"] = suspicion.detail
-        self._problem(f"degenerate:{suspicion.kind}", degenerate.summary(suspicion), suspicion.detail)
+        self.record["measured"] = degenerate.measured(suspicion)
+        self._problem(f"degenerate:{suspicion.kind}", degenerate.summary(suspicion), self.record["measured"])
         found = diagnose(self.context.mutants, name, args, kwargs, value) if self.context.mutants else None
         raise StudentProblem("degenerate", self._diagnosed(found or self._source_hint(name), text))
 
@@ -357,9 +357,7 @@ class Check:
             r, a = (rtol if rtol is not None else r), (atol if atol is not None else a)
             if outputs_match(actual, expected, r, a):
                 return None
-            measured = measure_difference(actual, expected, region, r, a)
-            return Difference(measured.text + f" (rtol={r:g}, atol={a:g})", measured.key, measured.summary,
-                              measured.data)
+            return measure_difference(actual, expected, region, r, a)
         if isinstance(expected, (int, float)):
             if not isinstance(actual, (int, float)) or isinstance(actual, bool):
                 return Difference(f"expected a number, got {type(actual).__name__}", "structure", "not a number")

@@ -74,6 +74,16 @@ def _heatmap_difference(heatmap: dict) -> float:
     return worst
 
 
+def _variant_words(variants: set[tuple]) -> str:
+    """{(("BLOCK_N", 16),), (("BLOCK_N", 32),)} → 'BLOCK_N = 16 or 32'."""
+    names = sorted({name for variant in variants for name, _ in variant})
+    parts = []
+    for name in names:
+        values = sorted({value for variant in variants for n, value in variant if n == name})
+        parts.append(f"{name} = " + " or ".join(str(v) for v in values))
+    return ", ".join(parts)
+
+
 def cause_key(outcome: TestOutcome) -> tuple[str, str]:
     """What a failure is attributed to: the diagnosis, else the measured problem, else its kind and
     message (records from before problems were kept as data)."""
@@ -111,11 +121,21 @@ class CauseGroup:
 
     @property
     def variants(self) -> str:
-        """The tile sizes (or other variants) that reproduced the student's output, across the tests."""
+        """The tile sizes (or other variants) that reproduced the student's output in every test
+        that could tell them apart ("BLOCK_N = 16"); when no one value fits them all, each
+        test's own ("BLOCK_N = 16; BLOCK_N = 32")."""
+        sets = [{tuple(sorted(v.items())) for v in (o.diagnosis or {}).get("variants") or []}
+                for o in self.outcomes]
+        sets = [found for found in sets if found]
+        if not sets:
+            return ""
+        common = set.intersection(*sets)
+        if common:
+            return _variant_words(common)
         texts = []
-        for o in self.outcomes:
-            text = (o.diagnosis or {}).get("variant_text", "")
-            if text and text not in texts:
+        for found in sets:
+            text = _variant_words(found)
+            if text not in texts:
                 texts.append(text)
         return "; ".join(texts)
 
