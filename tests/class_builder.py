@@ -150,8 +150,10 @@ DEADLINE_ON_TIME = "2026-12-01T11:00:00+00:00"
 ONE_DAY_LATE = "2026-12-02T08:00:00+00:00"  # 20 h late: 1 started day, 25 % off
 FOUR_DAYS_LATE = "2026-12-05T08:00:00+00:00"  # more than max_days_late: 0
 
+# normalize's 3 tests share its 40 points in hundredths by largest remainder: 13.34 + 13.33 + 13.33;
+# no_shift passes the first two (26.67), not 80 / 3.
 SCORES = {  # code → (double, normalize) points
-    "correct": (40, 40), "wrong_axis": (40, 0), "squares": (0, 40), "no_shift": (40, 80 / 3),
+    "correct": (40, 40), "wrong_axis": (40, 0), "squares": (0, 40), "no_shift": (40, 26.67),
     "forbidden": (40, 0), "raises": (0, 40), "syntax": (0, 0), "stub": (0, 0),
 }
 

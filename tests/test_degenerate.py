@@ -143,9 +143,12 @@ def test_placeholders_earn_only_what_is_right_through_the_real_grader(tmp_path):
     result = grade(course, "assignment1",
                    open_submission(course, "assignment1", FIXTURES / "assignment1_degenerate"), seed=5)
     records = {t.task_id: (t.earned, t.passed, t.failed) for t in result.score.tasks}
+    # Each task's tests share its points in hundredths by largest remainder, earlier tests
+    # first on a tie: scale_scores' 5 points over 7 tests is 0.72 × 3 + 0.71 × 4 (its one
+    # passing test is a 0.71 one); causal_mask's 15 over 8 is 1.88 × 4 + 1.87 × 4 (two 1.88 pass).
     assert records == {
-        "attention_scores": (0.0, 0, 8), "scale_scores": (round(5 / 7, 4), 1, 6), "softmax": (0.0, 0, 13),
-        "causal_mask": (3.75, 2, 6), "scaled_dot_product_attention": (0.0, 0, 16), "quiz": (10.0, 8, 0)}
+        "attention_scores": (0.0, 0, 8), "scale_scores": (0.71, 1, 6), "softmax": (0.0, 0, 13),
+        "causal_mask": (3.76, 2, 6), "scaled_dot_product_attention": (0.0, 0, 16), "quiz": (10.0, 8, 0)}
     failed = [o for o in result.outcomes if o.status == "failed"]
     assert {o.kind for o in failed} == {"degenerate"}
     passed = {o.name for o in result.outcomes if o.status == "passed" and o.task != "quiz"}
