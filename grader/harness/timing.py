@@ -82,6 +82,22 @@ class SpeedResult:
         return asdict(self)
 
 
+@contextlib.contextmanager
+def _threads_like_the_worker(device: str):
+    """On the CPU the reference runs on one thread, as the worker does (grader.sandbox.worker):
+    the same work per call on both sides, and no idle thread pool for a loaded machine to
+    stall (spinning barriers of a second thread multiplied the reference's time under load)."""
+    if device.startswith("cuda"):
+        yield
+        return
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
 class TimingFailed(Exception):
     """The student's block did not run (raised, crashed, timed out)."""
 
@@ -170,7 +186,7 @@ def compare_speed(runner, name: str, reference_fn: Callable, case: TimingCase, *
             if result.status != "ok":
                 raise TimingFailed(f"{result.status}: {result.detail} {result.error.get('message', '')}".strip())
             freeze = getattr(runner, "frozen", contextlib.nullcontext)
-            with freeze():
+            with freeze(), _threads_like_the_worker(device):
                 started = clock()
                 reference = run_block(reference_fn, pool, case.shapes, plan, case.kwargs, projection_seed, device)
                 reference_wall = clock() - started
