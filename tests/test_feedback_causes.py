@@ -16,6 +16,7 @@ Triton kernels run through the interpreter, as the grader runs them without a GP
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -261,6 +262,29 @@ def test_batched_k_T_is_diagnosed_from_the_exception_it_raises(course):
     assert [o.status for o in outcomes if o.name.endswith("test_unbatched_cross_shapes")] == ["passed"]
     groups = failure_groups(result.outcomes)
     assert len(groups) == 1 and len(groups[0].outcomes) == 7
+
+
+
+def test_an_exception_nothing_explains_names_its_inputs_and_the_contract(course, tmp_path):
+    """GPT-NeoX's ALiBi asserts a single query whenever n_q != n_k: the student's own assert
+    is named as such, with the shapes it refused and the section of the contract."""
+    workspace = tmp_path / "student"
+    workspace.mkdir()
+    source = (ROOT / "reference" / "assignment2" / "positions.py").read_text()
+    source = source.replace('    slopes = alibi_slopes(n_heads)  # (H,)\n',
+                            '    assert n_q == n_k or n_q == 1, "one query, or as many as keys"\n'
+                            '    slopes = alibi_slopes(n_heads)  # (H,)\n', 1)
+    (workspace / "positions.py").write_text(source)
+    result, outcomes = _graded(course, "assignment2", workspace, "alibi")
+    raised = [o for o in outcomes if o.kind == "raised"]
+    assert raised and all(o.diagnosis is None for o in raised)
+    for o in raised:
+        assert "Your own assert stopped it on these inputs" in o.message, o.message
+        assert "must handle them" in o.message and "§21" in o.message
+        n_heads, n_q, n_k = map(int, re.search(r"these inputs: (\d+), (\d+), (\d+)\.", o.message).groups())
+        assert n_q not in (1, n_k)  # exactly the shapes the assert refused
+    assert any(o.status == "passed" for o in outcomes if "square" in o.name)  # n_q == n_k still earns
+    assert _task(result, "alibi").earned < _task(result, "alibi").points
 
 
 # --------------------------------------------------------- 6. one cause, once

@@ -43,6 +43,27 @@ from grader.sandbox.facts import CallFacts
 HEATMAP_SIZE = 16  # largest window of a weight matrix shown in a report
 
 
+def _argument_words(value: object) -> str:
+    if isinstance(value, torch.Tensor):
+        return f"{tuple(value.shape)} {str(value.dtype).removeprefix('torch.')}"
+    if isinstance(value, (bool, int, float, str)) or value is None:
+        return repr(value)
+    return type(value).__name__
+
+
+def raised_advice(name: str, kind: str, args: tuple, kwargs: dict, section: str) -> str:
+    """What to do about an exception nothing in the catalogue explains: the inputs it was
+    raised on (shapes and dtypes, which the contract says must work) and where to read."""
+    shown = [_argument_words(a) for a in args] + [f"{k}={_argument_words(v)}" for k, v in kwargs.items()]
+    inputs = ", ".join(shown) if shown else "no arguments"
+    read = f" (lecture {section})" if section else ""
+    if kind == "AssertionError":
+        return (f"Your own assert stopped it on these inputs: {inputs}. The contract{read} says {name} "
+                f"must handle them: make the code general instead of asserting they do not occur.")
+    return (f"It was called with {inputs}, which the contract{read} says {name} must handle; the last "
+            f"lines above show where your code stopped.")
+
+
 class StudentProblem(AssertionError):
     """The student's code did not produce a value: it raised, hung, crashed..."""
 
@@ -219,7 +240,10 @@ class Check:
             found = explain_exception(error)
             if found is None and self.context.mutants:
                 found = diagnose(self.context.mutants, name, args, kwargs or {}, raised=error)
-            raise StudentProblem("raised", self._diagnosed(found, f"{name} {measured}{where}"))
+            message = f"{name} {measured}{where}"
+            if found is None:
+                message += "\n" + raised_advice(name, kind, args, kwargs or {}, section)
+            raise StudentProblem("raised", self._diagnosed(found, message))
         if result.status == "missing":
             self._problem("missing", "function missing")
             raise StudentProblem("missing", f"no function named {name} was found in your files: "
