@@ -45,7 +45,7 @@ from grader.core.errors import GraderError
 from grader.core.manifest import load_manifest
 from grader.core.student_ids import check_student_id
 from grader.core.text import printable
-from grader.render.results import gradescope_results, write_json_atomic
+from grader.render.results import gradescope_results, score_sentences, write_json_atomic
 from grader.render.standing import Standing, standings
 from grader.storage.gradebook import Gradebook
 
@@ -117,9 +117,7 @@ def canvas_rows(course: Course, assignment_id: str, book: Gradebook,
 
 def _moodle_feedback(standing: Standing) -> str:
     score = standing.score
-    parts = [f"Graded by the course grader: {score.total:g} / {score.max_points:g} points."]
-    if score.late_penalty:
-        parts.append(f"Late by {score.late_days} day(s): -{score.late_penalty:g} points.")
+    parts = score_sentences(score, "Graded by the course grader")
     if score.overrides:
         parts.append("Adjusted by course staff.")
     return " ".join(parts)

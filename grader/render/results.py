@@ -28,7 +28,7 @@ import tempfile
 from pathlib import Path
 
 from grader.core.manifest import Manifest
-from grader.core.records import PENDING, GradeResult, TestOutcome, TestScore
+from grader.core.records import PENDING, GradeResult, Score, TestOutcome, TestScore
 from grader.core.scoring import test_scores
 from grader.core.text import printable_data
 
@@ -98,11 +98,18 @@ def _leaderboard(result: GradeResult) -> list[dict]:
     return entries
 
 
-def _summary(result: GradeResult) -> str:
-    score = result.score
-    lines = [f"{result.assignment_title}: {score.total:g} / {score.max_points:g} points."]
+def score_sentences(score: Score, lead: str) -> list[str]:
+    """The total after `lead` (e.g. the assignment's title) and the late penalty, in words:
+    the opening of every summary a student reads outside the report."""
+    lines = [f"{lead}: {score.total:g} / {score.max_points:g} points."]
     if score.late_penalty:
         lines.append(f"Late by {score.late_days} day(s): -{score.late_penalty:g} points.")
+    return lines
+
+
+def _summary(result: GradeResult) -> str:
+    score = result.score
+    lines = score_sentences(score, result.assignment_title)
     if score.due_at:
         extended = f" (extended by {score.extension_s / 3600:g} h for you)" if score.extension_s else ""
         lines.append(f"Due {score.due_at}{extended}.")
