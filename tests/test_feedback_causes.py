@@ -30,7 +30,7 @@ from grader.core.course import Course
 from grader.core.manifest import parse_manifest
 from grader.core.records import TestOutcome
 from grader.harness import degenerate
-from grader.harness.diagnose import API_PROBLEMS, explain_exception, row_shifts
+from grader.harness.diagnose import API_PROBLEMS, explain_exception, measure_difference, row_shifts
 from grader.harness.runners import MAX_CRASHED_SHAPES, InProcessRunner, SandboxRunner
 from grader.harness.testing import Check, GradingContext
 from grader.pipeline.grading import grade, open_submission
@@ -247,6 +247,21 @@ def test_a_per_row_constant_is_found_in_any_output_of_two_or_more_dimensions():
     assert row_shifts(expected * 2, expected, 1e-7, 1e-9) is None
     assert row_shifts(expected + torch.randn(1, 1, 1, 5, dtype=torch.float64), expected, 1e-7, 1e-9) is None
     assert row_shifts(expected[..., :1] + 1, expected[..., :1], 1e-7, 1e-9) is None  # one column: nothing to tell
+
+
+
+def test_a_float64_result_computed_in_float32_is_named_as_such():
+    """HF's eager attention takes its softmax in float32 whatever the input: on a float64 call the
+    result is float32-accurate, which the measured description says, with what to keep."""
+    scores = torch.randn(2, 4, 6, 9, dtype=torch.float64) * 3
+    expected = torch.softmax(scores, dim=-1)
+    in_float32 = torch.softmax(scores, dim=-1, dtype=torch.float32).to(torch.float64)
+    found = measure_difference(in_float32, expected)
+    assert found.key == "values:float32_precision", found.text
+    assert "float32" in found.text and "keep the input's dtype" in found.text
+    wrong = measure_difference(expected + 1e-3, expected)  # a real error, bigger than float32's
+    assert wrong.key != "values:float32_precision" and "float32 arithmetic" not in wrong.text
+    assert measure_difference(in_float32.float(), expected.float() + 1e-3).key != "values:float32_precision"
 
 
 # ------------------------------------------------------------ 5. exceptions

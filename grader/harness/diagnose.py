@@ -372,6 +372,7 @@ SUMMARIES = {
     "values": "values out of tolerance",
     "values:nan": "NaN in the output",
     "values:inf": "unexpected ±inf in the output",
+    "values:float32_precision": "float32 precision on a float64 call",
     "values:row_constant": "every row off by a constant of its own (a softmax would ignore it)",
     "values:masked_region": "errors only in the masked-out region",
     "values:above_diagonal": "errors only above the diagonal (the future)",
@@ -420,6 +421,16 @@ def _shift_words(shift: torch.Tensor) -> str:
     return f"a constant of its own ({shown}, …)"
 
 
+def _float32_accurate(actual: torch.Tensor, expected: torch.Tensor, dtype: torch.dtype,
+                      bad: torch.Tensor) -> bool:
+    """A float64 result that fails float64's tolerance yet meets float32's everywhere:
+    computed (in part) in float32. `actual`, `expected`: float64 copies; `bad`: out of tolerance."""
+    if dtype != torch.float64 or not bool(bad.any()):
+        return False
+    rtol32, atol32 = tolerance_for(torch.float32)
+    return bool(torch.isclose(actual, expected, rtol=rtol32, atol=atol32, equal_nan=False).all())
+
+
 def measure_difference(actual: torch.Tensor, expected: torch.Tensor, mask: torch.Tensor | None = None,
                        rtol: float | None = None, atol: float | None = None) -> Difference:
     """What differs between two same-shaped tensors (how much, where, what pattern), judged
@@ -453,6 +464,11 @@ def measure_difference(actual: torch.Tensor, expected: torch.Tensor, mask: torch
     parts.append(f"{int(bad.sum())} of {bad.numel()} values out of tolerance{within}")
     data.update(max_abs_error=max_err if math.isfinite(max_err) else None, worst_index=index,
                 out_of_tolerance=int(bad.sum()))
+    if not nan and inf <= 0 and _float32_accurate(a, e, expected.dtype, bad):
+        parts.append("every value is as close as float32 arithmetic gets, but this call is float64: part "
+                     "of your computation runs in float32 (a .float(), a float32 tensor made inside, or "
+                     "softmax(..., dtype=torch.float32)); keep the input's dtype throughout")
+        patterns.append("float32_precision")
     shift = None if nan else row_shifts(a, e, rtol, atol)
     if shift is not None:
         parts.append(f"every row is off by {_shift_words(shift)}: a softmax over the last axis ignores "
@@ -487,7 +503,7 @@ def measure_difference(actual: torch.Tensor, expected: torch.Tensor, mask: torch
             parts.append("all errors are in the masked-out region")
             patterns.append("masked_region")
     data["patterns"] = patterns
-    order = ("nan", "inf", "row_constant", "masked_region", "above_diagonal", "diagonal")
+    order = ("nan", "inf", "float32_precision", "row_constant", "masked_region", "above_diagonal", "diagonal")
     key = next((f"values:{p}" for p in order if p in patterns), "values")
     return Difference("; ".join(parts), key, SUMMARIES[key], data)
 
