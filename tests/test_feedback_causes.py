@@ -25,6 +25,7 @@ from pathlib import Path
 
 import pytest
 import torch
+import triton
 
 from grader.core.course import Course
 from grader.core.manifest import parse_manifest
@@ -116,9 +117,19 @@ def test_a_function_that_keeps_crashing_stops_after_the_limit():
 # ------------------------------------------------------------ 2. Triton APIs
 
 
+# The Triton API problems are those of Triton 3.9's interpreter; an older Triton (the newest one
+# published for Python 3.10 is 3.7) still runs block pointers, and then has nothing to explain.
+TRITON_VERSION = tuple(int(part) for part in triton.__version__.split(".")[:2])
+API_REMOVED_IN = (3, 9)
+REMOVED_IN_3_9 = {"triton_block_ptr_removed", "triton_advance_removed", "triton_boundary_check"}
+
+
 def test_a_block_pointer_kernel_is_told_what_to_write_instead(course, tmp_path):
     result, outcomes = _graded(course, "assignment3", _kernel_workspace(tmp_path, "block_pointers"),
                                "flash_forward")
+    if TRITON_VERSION < API_REMOVED_IN:  # block pointers run here: the advice must not be given
+        assert outcomes and not any((o.diagnosis or {}).get("id") == "triton_block_ptr_removed" for o in outcomes)
+        pytest.skip(f"Triton {triton.__version__} still runs tl.make_block_ptr (removed in 3.9)")
     assert outcomes and all(o.status == "failed" and o.kind == "raised" for o in outcomes)
     for o in outcomes:
         assert o.diagnosis["id"] == "triton_block_ptr_removed" and o.diagnosis["source"] == "api"
@@ -194,11 +205,16 @@ def test_the_api_problems_are_what_the_installed_triton_raises(tmp_path):
     assert done.returncode == 0, done.stderr[-2000:]
     seen = json.loads(done.stdout)
     assert set(seen) == {p.id for p in API_PROBLEMS}
+    checked = 0
     for expected, raised in seen.items():
-        assert raised is not None, f"{expected}: this Triton ran it without an error"
+        if expected in REMOVED_IN_3_9 and TRITON_VERSION < API_REMOVED_IN:
+            continue  # this older Triton still has block pointers: the probe misuses them instead
+        assert raised is not None, f"{expected}: this Triton ({triton.__version__}) ran it without an error"
         found = explain_exception(raised)
         assert found is not None and found.mutant_id == expected, (expected, raised)
         assert found.section == "§24" and found.handout
+        checked += 1
+    assert checked == len(seen) - (len(REMOVED_IN_3_9) if TRITON_VERSION < API_REMOVED_IN else 0)
 
 
 # ------------------------------------------------------- 3. tile-dependent bugs
