@@ -11,24 +11,22 @@ from __future__ import annotations
 import csv
 import io
 import json
-import os
 import re
 import sqlite3
-import time
 from concurrent.futures import Future
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from class_builder import ASSIGNMENT, BY_ID, FIXTURE, ROSTER_ONLY, STUDENTS, build_class, write_roster
+from class_builder import ASSIGNMENT, BY_ID, FIXTURE, ROSTER_ONLY, STUDENTS, build_class, grade_or_exit, write_roster
 from click.testing import CliRunner
 
 from grader.cli.main import main
 from grader.core.course import Course
 from grader.core.errors import ClassDataError, GraderError
 from grader.intake.submission import load_submission
-from grader.pipeline.batch import GradingJob, JobResult, LocalProcessExecutor, discover, run_batch, run_job
+from grader.pipeline.batch import GradingJob, JobResult, LocalProcessExecutor, discover, run_batch
 from grader.render.class_report import class_view_model
 from grader.storage.gradebook import Gradebook
 
@@ -352,18 +350,6 @@ def test_a_job_refused_by_a_broken_pool_is_not_charged(tmp_path: Path, mini_resu
                   write_reports=False)
 
 
-def _grade_or_kill_the_worker(job: GradingJob, killer: str, started: str) -> JobResult:
-    """A pool job: the killer's job ends its pool worker (os._exit) once a neighbour is being
-    graded; every other job is graded for real."""
-    if job.student == killer:
-        deadline = time.monotonic() + 120
-        while not any(Path(started).iterdir()) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        os._exit(70)
-    (Path(started) / job.student).touch()
-    return run_job(job)
-
-
 class KillingPool(LocalProcessExecutor):
     """The real process pool, whose job for one student makes its pool worker exit."""
 
@@ -377,7 +363,7 @@ class KillingPool(LocalProcessExecutor):
         self.submitted.append(job.student)
         if self._pool is None:
             self._pool = self._start()
-        return self._pool.submit(_grade_or_kill_the_worker, job, self.killer, self.started)
+        return self._pool.submit(grade_or_exit, job, killer=self.killer, started=self.started)
 
     def restart(self) -> None:
         self.restarts += 1

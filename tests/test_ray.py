@@ -15,22 +15,21 @@ from __future__ import annotations
 
 import functools
 import logging
-import os
 import re
 import shutil
 import subprocess
 import sys
-import time
 from importlib.util import find_spec
 from pathlib import Path
 
+import class_builder
 import pytest
-from class_builder import ASSIGNMENT, BY_ID, build_class
+from class_builder import ASSIGNMENT, BY_ID, build_class, grade_or_exit
 from click.testing import CliRunner
 
 from grader.cli.main import main
 from grader.core.course import Course
-from grader.pipeline.batch import GradingJob, JobResult, run_batch, run_job, student_seed
+from grader.pipeline.batch import GradingJob, run_batch, student_seed
 from grader.storage.gradebook import Gradebook
 
 HAS_RAY = find_spec("ray") is not None
@@ -144,18 +143,6 @@ def test_a_node_with_another_copy_of_the_hidden_tests_grades_nobody(two_runs, tm
         assert book.count("submissions") == 0
 
 
-def _grade_or_exit(job: GradingJob, submission, *, killer: str, started: str) -> JobResult:
-    """An actor's job: the killer's ends its actor (os._exit) once a neighbour is being graded;
-    every other job is graded for real."""
-    if job.student == killer:
-        deadline = time.monotonic() + 120
-        while not any(Path(started).iterdir()) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        os._exit(70)
-    (Path(started) / job.student).touch()
-    return run_job(job, submission)
-
-
 @needs_ray
 @pytest.mark.slow
 def test_an_actor_killed_by_one_job_costs_only_that_student(ray_cluster, tmp_path: Path):
@@ -180,11 +167,12 @@ def test_an_actor_killed_by_one_job_costs_only_that_student(ray_cluster, tmp_pat
             super().restart()
 
     cloudpickle.register_pickle_by_value(sys.modules[__name__])  # the actors cannot import this file
+    cloudpickle.register_pickle_by_value(class_builder)  # nor the job function's module
     course_dir, submissions = build_class(tmp_path, [BY_ID[s] for s in ("s01", "s03", "s05")])
     started = tmp_path / "started"
     started.mkdir()
     executor = KillingActors(2, course_root=str(course_dir), assignment_id=ASSIGNMENT)
-    executor.job_function = functools.partial(_grade_or_exit, killer="s03", started=str(started))
+    executor.job_function = functools.partial(grade_or_exit, killer="s03", started=str(started))
     try:
         with Gradebook(tmp_path / "gb.sqlite") as book:
             summary = run_batch(Course(course_dir), ASSIGNMENT, submissions, book, executor=executor)
