@@ -11,7 +11,7 @@ default; a lone `grade submit` (a fresh process) also writes its report and reco
 
 Targets (two cores): --jobs 2 at least 1.8x faster than --jobs 1 (printed beside the
 machine's own ceiling: two CPU-bound pure-Python processes against one, measured before
-and after the run, which a shared or SMT machine keeps below 2x), a batch's
+and after the run; a shared or SMT machine gives less than 2x), a batch's
 per-submission cost at --jobs 2 at most 1 s, and a class of 500 graded at
 --jobs 2 in under 10 minutes (start-up plus 500 submissions at the measured cost).
 
@@ -200,7 +200,7 @@ def main() -> None:
         state = root / "state"
         state.mkdir()
         lone_submit(course, next(folder.iterdir()), state)  # warm the file cache once
-        ceilings = [machine_ceiling()]  # before any executor runs (a Ray cluster's daemons cost CPU)
+        ceilings = [machine_ceiling()]  # before any executor starts, and again after all are shut down
         try:
             for setting in settings:  # start-up: the pool or cluster, warm imports, two first submissions
                 started = time.perf_counter()
