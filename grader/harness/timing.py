@@ -39,6 +39,7 @@ import torch
 
 from grader.core.tolerances import tolerance_for
 from grader.harness.device_lock import device_lock
+from grader.sandbox.limits import WORKER_TORCH_THREADS
 from grader.sandbox.timer import PoolSpec, inputs_at, make_pool, pool_size, random_offsets, run_block
 
 CHECKSUM_SIGMAS = 6.0  # a within-tolerance output fails the checksum test with probability < 2e-9
@@ -84,14 +85,14 @@ class SpeedResult:
 
 @contextlib.contextmanager
 def _threads_like_the_worker(device: str):
-    """On the CPU the reference runs on one thread, as the worker does (grader.sandbox.worker):
+    """On the CPU the reference runs on as many threads as a worker (WORKER_TORCH_THREADS, one):
     the same work per call on both sides, and no idle thread pool for a loaded machine to
     stall (spinning barriers of a second thread multiplied the reference's time under load)."""
     if device.startswith("cuda"):
         yield
         return
     before = torch.get_num_threads()
-    torch.set_num_threads(1)
+    torch.set_num_threads(WORKER_TORCH_THREADS)
     try:
         yield
     finally:

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from grader.sandbox import landlock, seccomp_filter, uids
+from grader.sandbox.limits import WORKER_TORCH_THREADS
 
 SANDBOX_PACKAGE = Path(__file__).resolve().parent  # .../grader/sandbox
 RUNTIME_MOUNT = "/opt/grader-runtime"  # where the runtime copy appears inside bwrap
@@ -248,8 +249,8 @@ def scrubbed_env(use_gpu: bool, home: str, tmp: str) -> dict[str, str]:
         "PYTHONDONTWRITEBYTECODE": "1",
         "PYTHONHASHSEED": "0",
         # One thread: tests use small tensors, and a batch runs one worker per core.
-        "OMP_NUM_THREADS": "1",
-        "MKL_NUM_THREADS": "1",
+        "OMP_NUM_THREADS": str(WORKER_TORCH_THREADS),
+        "MKL_NUM_THREADS": str(WORKER_TORCH_THREADS),
         "TRITON_CACHE_DIR": os.path.join(home, ".triton"),
     }
     if not use_gpu:

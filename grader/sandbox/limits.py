@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+WORKER_TORCH_THREADS = 1  # torch's intra-op threads in a worker; the reference is timed with as many
+
 
 @dataclass(frozen=True)
 class SandboxLimits:

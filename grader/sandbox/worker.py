@@ -19,6 +19,7 @@ import torch
 
 from grader.sandbox import protocol
 from grader.sandbox.facts import CallFacts, changed_inputs, install_triton_counter, observe, snapshot_inputs
+from grader.sandbox.limits import WORKER_TORCH_THREADS
 
 MAX_TRACEBACK_FRAMES = 8
 
@@ -176,7 +177,7 @@ class Worker:
 def prepare() -> None:
     """What the worker sets up before its fences go up (torch is imported by then)."""
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # an over-long write fails instead of killing us
-    torch.set_num_threads(1)
+    torch.set_num_threads(WORKER_TORCH_THREADS)
     install_triton_counter()
 
 

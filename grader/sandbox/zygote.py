@@ -36,7 +36,9 @@ FDS = ("request_fd", "reply_fd", "lifeline_fd", "status_fd", "output_fd")
 def _preload() -> None:
     import torch
 
-    torch.set_num_threads(1)
+    from grader.sandbox.limits import WORKER_TORCH_THREADS
+
+    torch.set_num_threads(WORKER_TORCH_THREADS)
     try:
         import triton  # noqa: F401
         import triton.language  # noqa: F401
