@@ -467,6 +467,7 @@ class Sandbox:
                 pass
         if self._slot is not None:
             uids.sweep(self._slot.uid)  # whatever might have left the tree, by uid
+            uids.sweep_ipc(self._slot.uid)  # and any IPC object it made where seccomp is missing
         for fd in (self._req_w, self._rep_r, self._stat_r):
             try:
                 os.close(fd)

@@ -11,9 +11,11 @@ below. Three more groups are added by the static check itself:
   functions never launch a @triton.jit kernel of the submission.
 
 This is the one table of forbidden APIs: the static check reads all of it, and
-the sandbox worker's run-time recorder (grader.sandbox.facts, a hint only: it runs
-in the student's process) matches the `__name__` of every torch function and
-Tensor method it sees against ATTRIBUTES. Standard library only: this module is
+the sandbox worker's run-time recorder (grader.sandbox.facts) reads ATTRIBUTES
+(the `__name__` of every torch function and Tensor method a call reaches) and
+OPERATIONS (every ATen operation it reaches at torch's dispatcher, below every
+Python route: aliases, Tensor methods, torch.distributions, gumbel_softmax,
+torch.ops all end in the same operation). Standard library only: this module is
 part of the worker's runtime copy.
 """
 
@@ -33,8 +35,8 @@ GROUP_NAMES: dict[str, str] = {
     "numpy": "another array library instead of torch (numpy, scipy, jax, cupy, tensorflow, mlx)",
     EVASION: ("code the grader cannot check (torch internals such as torch._C or torch.ops, names "
               "or code built at run time with vars, globals, getattr, eval, exec or importlib, "
-              "introspection of frames, modules or the garbage collector, other programs or "
-              "libraries other than torch and triton)"),
+              "introspection of frames, modules or the garbage collector, other threads, other programs "
+              "or libraries other than torch and triton)"),
     COURSE_CODE: "the grader's or the course's own code (grader, reference, kernels)",
     NO_TRITON_LAUNCH: "no launch of a @triton.jit kernel of your own",
 }
@@ -52,6 +54,7 @@ DOTTED: dict[str, frozenset[str]] = {
         "torch.nn.functional.softmax", "torch.nn.functional.log_softmax",
         "torch.nn.functional.softmin", "torch.special.softmax", "torch.special.log_softmax",
         "torch.nn.Softmax", "torch.nn.LogSoftmax", "torch.nn.Softmin", "torch.nn.Softmax2d",
+        "torch.nn.functional.gumbel_softmax",
         "torch._C._nn.softmax", "torch._C._VariableFunctions.softmax",
     }),
     "sdpa": frozenset({
@@ -77,7 +80,7 @@ DOTTED: dict[str, frozenset[str]] = {
 # the names of the torch functions and Tensor methods that reveal the group.
 ATTRIBUTES: dict[str, frozenset[str]] = {
     "softmax": frozenset({"softmax", "log_softmax", "softmin", "_softmax", "_log_softmax",
-                          "_safe_softmax", "Softmax", "LogSoftmax", "Softmin", "Softmax2d"}),
+                          "_safe_softmax", "gumbel_softmax", "Softmax", "LogSoftmax", "Softmin", "Softmax2d"}),
     "sdpa": frozenset({"scaled_dot_product_attention", "_scaled_dot_product_attention_math",
                        "_scaled_dot_product_flash_attention",
                        "_scaled_dot_product_efficient_attention",
@@ -91,6 +94,23 @@ ATTRIBUTES: dict[str, frozenset[str]] = {
                          "tensordot", "__matmul__", "__rmatmul__", "dot", "vdot", "inner", "mv",
                          "chain_matmul", "multi_dot", "linear", "bilinear"}),
     "numpy": frozenset({"numpy", "from_numpy", "__array__", "__array_interface__"}),
+}
+
+# At run time: the ATen operations (overload packets, as torch's dispatcher names them) that
+# compute a group. Composite operations (softmax, scaled_dot_product_attention, matmul, linear,
+# einsum) reach the dispatcher as these; SDPA's math path (dropout, say) reaches _safe_softmax and
+# bmm, and its name is still seen through ATTRIBUTES.
+OPERATIONS: dict[str, frozenset[str]] = {
+    "softmax": frozenset({"_softmax", "_log_softmax", "_safe_softmax", "_masked_softmax",
+                          "_softmax_backward_data", "_log_softmax_backward_data"}),
+    "sdpa": frozenset({"_scaled_dot_product_flash_attention", "_scaled_dot_product_flash_attention_for_cpu",
+                       "_scaled_dot_product_efficient_attention", "_scaled_dot_product_cudnn_attention",
+                       "_scaled_dot_product_fused_attention_overrideable", "_scaled_dot_product_attention_math",
+                       "_scaled_dot_product_attention_math_for_mps", "_flash_attention_forward",
+                       "_efficient_attention_forward", "_fused_sdp_choice"}),
+    "multihead_attention": frozenset({"_native_multi_head_attention", "_transformer_encoder_layer_fwd"}),
+    "matmul": frozenset({"mm", "bmm", "addmm", "addbmm", "baddbmm", "addmv", "mv", "dot", "vdot", "matmul",
+                         "_addmm_activation", "_int_mm", "_trilinear", "linear", "_cdist_forward"}),
 }
 
 # Top-level modules of the "numpy" group: array libraries that are not torch.
@@ -150,6 +170,9 @@ EVASION_RULES: tuple[EvasionRule, ...] = (
     EvasionRule("prefix", frozenset({
         "marshal", "pickle", "_pickle", "dill", "cloudpickle", "copyreg", "shelve",
     }), "code loaded from serialised data"),
+    EvasionRule("prefix", frozenset({
+        "threading", "_thread", "concurrent", "asyncio",
+    }), "another thread, where the grader cannot follow the call"),
     EvasionRule("prefix", frozenset({
         "subprocess", "multiprocessing", "pty", "os.system", "os.popen", "os.fork", "os.forkpty",
         "os.posix_spawn", "os.posix_spawnp", "os.execl", "os.execle", "os.execlp", "os.execlpe",

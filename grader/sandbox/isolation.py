@@ -251,6 +251,7 @@ def scrubbed_env(use_gpu: bool, home: str, tmp: str) -> dict[str, str]:
         # One thread: tests use small tensors, and a batch runs one worker per core.
         "OMP_NUM_THREADS": str(WORKER_TORCH_THREADS),
         "MKL_NUM_THREADS": str(WORKER_TORCH_THREADS),
+        "OPENBLAS_NUM_THREADS": str(WORKER_TORCH_THREADS),  # numpy's BLAS would start a thread per core
         "TRITON_CACHE_DIR": os.path.join(home, ".triton"),
     }
     if not use_gpu:

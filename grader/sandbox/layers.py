@@ -128,7 +128,7 @@ def fence(spec: WorkerSpec) -> tuple[dict[str, str], dict[str, str]]:
         else:
             missing["landlock"] = outcome.error
     if spec.seccomp:
-        result = seccomp_filter.install()
+        result = seccomp_filter.install(single_task=not spec.use_gpu)
         if result.applied:
             applied["seccomp"] = result.describe()
         else:

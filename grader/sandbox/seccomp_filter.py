@@ -3,11 +3,22 @@
 Everything is allowed except the system calls that reach outside the worker:
 other processes' memory and tracing (ptrace, process_vm_*, pidfd_getfd), new
 sockets (network, and unix sockets that could reach a host daemon), new
-namespaces and mounts, kernel keyrings, BPF, io_uring (which bypasses this
+namespaces and mounts, System V and POSIX IPC objects (shared memory, message
+queues, semaphores: they outlive a process and are a channel to the next
+student's worker), kernel keyrings, BPF, io_uring (which bypasses this
 filter), kernel modules, clocks, and the terminal's input queue. A denied
 call fails with EPERM, so student code gets an ordinary PermissionError and
 the grader records it; system calls of another architecture (32-bit entry
 points) kill the process, which is libseccomp's default.
+
+With `single_task` (every CPU worker) the worker may start no thread and no
+process once the filter is loaded: clone, fork and vfork fail with EPERM
+(clone3, whose flags a filter cannot read, with ENOSYS, so glibc falls back to
+clone). Everything a student call does then happens on the thread the grader
+called it on, where the run-time recorder (grader.sandbox.facts) sees it; a
+`threading.Thread` fails with "can't start new thread". A GPU worker keeps
+threads and processes: the CUDA driver starts threads of its own, and Triton
+compiles kernels with ptxas in a child process.
 
 The filter is built with libseccomp through its Python bindings (`seccomp`,
 as packaged by Linux distributions, or `pyseccomp` from PyPI, which speak the
@@ -34,7 +45,13 @@ DENIED_SYSCALLS = (
     "delete_module", "kexec_load", "kexec_file_load", "reboot", "swapon", "swapoff", "acct",
     "quotactl", "lookup_dcookie", "syslog", "vhangup", "iopl", "ioperm",
     "settimeofday", "clock_settime", "clock_adjtime", "adjtimex",
+    # System V and POSIX IPC: objects that outlive the worker and reach other workers
+    "shmget", "shmat", "shmdt", "shmctl", "msgget", "msgsnd", "msgrcv", "msgctl",
+    "semget", "semop", "semtimedop", "semctl", "ipc",
+    "mq_open", "mq_unlink", "mq_timedsend", "mq_timedreceive", "mq_notify", "mq_getsetattr",
 )
+# With single_task: no new thread and no new process (clone3 is answered ENOSYS in any case).
+NEW_TASK_SYSCALLS = ("clone", "fork", "vfork")
 CLONE_NAMESPACE_FLAGS = (0x00020000, 0x02000000, 0x04000000, 0x08000000, 0x10000000, 0x20000000,
                          0x40000000, 0x00000080)  # NEWNS, NEWCGROUP, NEWUTS, NEWIPC, NEWUSER, NEWPID, NEWNET, NEWTIME
 TERMINAL_INJECTION = (0x5412, 0x541C)  # TIOCSTI, TIOCLINUX
@@ -59,15 +76,19 @@ class Outcome:
     applied: bool = False
     denied: list[str] = field(default_factory=list)
     error: str = ""
+    single_task: bool = False  # threads and processes refused
 
     def describe(self) -> str:
         if not self.applied:
             return f"seccomp unavailable: {self.error}"
-        return f"seccomp ({len(self.denied)} system calls denied, namespaces and 32-bit calls refused)"
+        tasks = "new threads and processes, " if self.single_task else ""
+        return (f"seccomp ({len(self.denied)} system calls denied; {tasks}IPC objects, namespaces and "
+                f"32-bit calls refused)")
 
 
-def install() -> Outcome:
-    """Load the filter into this process (and every process it starts)."""
+def install(single_task: bool = False) -> Outcome:
+    """Load the filter into this process (and every process it starts); `single_task`: refuse
+    every new thread and process from now on."""
     outcome = Outcome()
     lib = _bindings()
     if lib is None:
@@ -82,8 +103,16 @@ def install() -> Outcome:
             except (OSError, ValueError, RuntimeError):
                 continue  # not a system call on this architecture
             outcome.denied.append(name)
-        for flag in CLONE_NAMESPACE_FLAGS:
-            rules.add_rule(deny, "clone", lib.Arg(0, lib.MASKED_EQ, flag, flag))
+        if single_task:
+            for name in NEW_TASK_SYSCALLS:
+                try:
+                    rules.add_rule(deny, name)
+                except (OSError, ValueError, RuntimeError):
+                    continue  # fork and vfork do not exist on every architecture
+                outcome.denied.append(name)
+        else:
+            for flag in CLONE_NAMESPACE_FLAGS:
+                rules.add_rule(deny, "clone", lib.Arg(0, lib.MASKED_EQ, flag, flag))
         # clone3 passes its flags in memory, out of a filter's sight: glibc falls back to clone.
         rules.add_rule(lib.ERRNO(errno.ENOSYS), "clone3")
         for request in TERMINAL_INJECTION:
@@ -93,4 +122,5 @@ def install() -> Outcome:
         outcome.error = f"{type(exc).__name__}: {exc}"
         return outcome
     outcome.applied = True
+    outcome.single_task = single_task
     return outcome

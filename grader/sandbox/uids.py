@@ -18,7 +18,6 @@ from __future__ import annotations
 import fcntl
 import os
 import random
-import signal
 import stat
 import subprocess
 import sys
@@ -152,9 +151,52 @@ def _probe_reachable(uid: int, paths: tuple[str, ...]) -> str:
     return f"uid {uid} cannot read the Python installation ({' '.join(problem)[-200:]})"
 
 
-def reap_signal_safe(pid: int) -> None:
-    """SIGKILL one process, ignoring one that is already gone."""
-    try:
-        os.kill(pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
+IPC_TABLES = {"shm": ("shmctl", 1), "msg": ("msgctl", 1), "sem": ("semctl", 1)}  # /proc/sysvipc/<t>: id column
+IPC_RMID = 0
+MQUEUE_DIR = Path("/dev/mqueue")
+
+
+def ipc_objects_of(uid: int) -> dict[str, list[int]]:
+    """The System V IPC objects (shared memory, message queues, semaphore sets) that `uid` owns or
+    created, by table: their ids, from /proc/sysvipc (this IPC namespace's)."""
+    found: dict[str, list[int]] = {}
+    for table, (_call, id_column) in IPC_TABLES.items():
+        try:
+            lines = Path(f"/proc/sysvipc/{table}").read_text().splitlines()
+        except OSError:
+            continue
+        header = lines[0].split() if lines else []
+        owners = [header.index(name) for name in ("uid", "cuid") if name in header]
+        for line in lines[1:]:
+            fields = line.split()
+            try:
+                if any(int(fields[i]) == uid for i in owners):
+                    found.setdefault(table, []).append(int(fields[id_column]))
+            except (IndexError, ValueError):
+                continue
+    return found
+
+
+def sweep_ipc(uid: int) -> int:
+    """Remove every System V IPC object and POSIX message queue that `uid` left; how many there were.
+
+    The seccomp layer refuses to create them at all; this is for a host without it, so that
+    nothing one student leaves reaches the next worker that runs as the same uid."""
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    removed = 0
+    for table, ids in ipc_objects_of(uid).items():
+        call = getattr(libc, IPC_TABLES[table][0])
+        for ipc_id in ids:
+            args = (ipc_id, 0, IPC_RMID, None) if table == "sem" else (ipc_id, IPC_RMID, None)
+            removed += call(*args) == 0
+    if MQUEUE_DIR.is_dir():
+        for entry in MQUEUE_DIR.iterdir():
+            try:
+                if entry.lstat().st_uid == uid:
+                    entry.unlink()
+                    removed += 1
+            except OSError:
+                continue
+    return removed

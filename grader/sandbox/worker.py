@@ -175,9 +175,17 @@ class Worker:
 
 
 def prepare() -> None:
-    """What the worker sets up before its fences go up (torch is imported by then)."""
+    """What the worker sets up before its fences go up (torch is imported by then).
+
+    Everything a call may need is imported here: once the fences are up a CPU worker can start
+    no thread, so a library that starts one when it is first imported (numpy's BLAS) must be
+    loaded before."""
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # an over-long write fails instead of killing us
     torch.set_num_threads(WORKER_TORCH_THREADS)
+    try:
+        import numpy  # noqa: F401  (Triton's interpreter runs kernels with it)
+    except ImportError:
+        pass
     install_triton_counter()
 
 
