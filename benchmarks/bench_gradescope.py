@@ -46,7 +46,7 @@ from grader.sandbox.client import Sandbox
 import pytest  # noqa: F401  (the trusted process runs the hidden suite with it)
 course = Course(Path({root!r}))
 manifest = load_manifest(course.assignment_dir({assignment!r}) / "assignment.toml")
-load_reference(course.root, {assignment!r}, manifest.files)
+load_reference(course.root, manifest)
 files = {{name: (course.reference_for({assignment!r}) / name).read_bytes() for name in manifest.files}}
 box = Sandbox(files, list(manifest.files), limits=manifest.limits, protected=(str(course.root),))
 box.start()
@@ -157,7 +157,7 @@ def autograder_home(assignment: str, folder: Path, mutant_id: str | None) -> Pat
     manifest = load_manifest(course.assignment_dir(assignment) / "assignment.toml")
     mutant = None
     if mutant_id:
-        mutants = {m.id: m for m in load_reference(course.root, assignment, manifest.files)[1]}
+        mutants = {m.id: m for m in load_reference(course.root, manifest)[1]}
         mutant = mutants[mutant_id]
     reference_workspace(course, manifest, home / "submission", mutant)
     (home / "submission_metadata.json").write_text(json.dumps({"created_at": "2026-01-01T00:00:00+00:00"}))

@@ -2,8 +2,8 @@
 
     python scripts/make_slow_kernel.py OUT_DIR
 
-OUT_DIR gets flash.py, reference/assignment3/flash.py with BLOCK_M, BLOCK_N and
-BWD_BLOCK set to 16 (many more loop steps and kernel programs, the same result)
+OUT_DIR gets flash.py, reference/assignment3/flash.py with BLOCK_M, BLOCK_N,
+BWD_BLOCK_M and BWD_BLOCK_N set to 16 (many more loop steps and kernel programs, the same result)
 and a docstring of its own, and efficient.py, the reference's unchanged. Used by
 tests/test_assignment3_content.py (every flash_forward correctness test must
 pass on it) and scripts/gpu_check.sh (it is timed against the reference).
@@ -29,7 +29,8 @@ Self-contained like any submission (torch, triton, math).
 TILES = {
     "BLOCK_M": "BLOCK_M = 16  # query rows per program (tiny on purpose)",
     "BLOCK_N": "BLOCK_N = 16  # keys per step of the loop (tiny on purpose)",
-    "BWD_BLOCK": "BWD_BLOCK = 16  # tile size of the backward kernels",
+    "BWD_BLOCK_M": "BWD_BLOCK_M = 16  # tile sizes of the backward kernels (tiny on purpose)",
+    "BWD_BLOCK_N": "BWD_BLOCK_N = 16",
 }
 
 

@@ -41,7 +41,7 @@ SHOWCASE: dict[str, tuple[tuple[str, ...], dict[str, str]]] = {
 def failing_workspace(course: Course, assignment_id: str, target: Path, tasks: int = 3) -> Path:
     """The reference with SHOWCASE's mistakes (else the first mutant of `tasks` tasks) swapped in."""
     manifest = load_manifest(course.assignment_dir(assignment_id) / "assignment.toml")
-    _, mutants = load_reference(course.root, assignment_id, manifest.files)
+    _, mutants = load_reference(course.root, manifest)
     wanted, patches = SHOWCASE.get(assignment_id, ((), {}))
     chosen = [m for m in mutants if m.id in wanted]
     if not chosen:

@@ -2,10 +2,18 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
 import pytest
+import torch
+
+# Triton reads TRITON_INTERPRET when triton.language is first imported (its own helpers are
+# kernels too): without a GPU, every kernel this process defines must be an interpreted one,
+# whichever test imports Triton first.
+if not torch.cuda.is_available():
+    os.environ.setdefault("TRITON_INTERPRET", "1")
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "fixtures"

@@ -181,8 +181,12 @@ def reference_problems(run: dict, pending_tasks: Iterable[str] = (), pending_tex
     return [f"seed {run['seed']}: {p}" for p in problems]
 
 
+STUB_WORDS = ("not implemented yet", "If the kernel's loop is still empty, write it")
+
+
 def stub_problems(run: dict, pending_tasks: Iterable[str] = ()) -> list[str]:
-    """Every test fails on the stubs in the test body, saying "not implemented yet"; the tests of
+    """Every test fails on the stubs in the test body, saying "not implemented yet" (a stub kernel,
+    launched by the grader, writes zeros and is told its loop is empty); the tests of
     `pending_tasks` are skipped (not judged here)."""
     pending_tasks = set(pending_tasks)
     if not run["tests"]:
@@ -192,7 +196,7 @@ def stub_problems(run: dict, pending_tasks: Iterable[str] = ()) -> list[str]:
         if t["task"] in pending_tasks:
             if t["outcome"] != "skipped":
                 problems.append(f"{nodeid}: {t['outcome']}, not skipped")
-        elif t["outcome"] != "failed" or t["when"] != "call" or "not implemented yet" not in t.get("text", ""):
+        elif t["outcome"] != "failed" or t["when"] != "call" or not any(w in t.get("text", "") for w in STUB_WORDS):
             problems.append(f"{nodeid}: {t}")
     return problems
 

@@ -4,13 +4,14 @@
   sandbox does without a GPU), the stubs fail every test that is not pending,
   and the public tests do the same;
 * a slow but correct kernel (16 × 16 tiles, written by scripts/make_slow_kernel.py)
-  passes every flash_forward correctness test; kernels that call SDPA or build
-  q kᵀ with torch fail all of them;
+  passes every flash_forward correctness test; submissions that call SDPA or build
+  q kᵀ with torch beside a trivial kernel fail every flash_forward test (they have
+  no kernel of the contract) and every flash_launcher test;
 * every mutant, run as a submission (the reference with the mutant appended to
-  the module that defines its function), fails tests of its own task only and
-  is named by the diagnosis there. flash_attention also serves the bonus tasks
-  flash_gqa and flash_backward (their `functions` are empty or a given helper),
-  so a wrong forward may fail those too;
+  the module that defines its function, or its patch applied to the reference's
+  kernel), fails tests of its own task only and is named by the diagnosis there.
+  launch_forward also serves flash_gqa and flash_speed, so a wrong forward kernel
+  may fail those too;
 * manifest, stubs, reference, mutants, quiz and static checks agree.
 
 The suites run in two child processes (`python tests/test_assignment3_content.py
@@ -44,14 +45,15 @@ HIDDEN = REFERENCE / "tests"
 PUBLIC = ASSIGNMENT / "tests"
 FIXTURES = ROOT / "tests" / "fixtures"
 FILES = ("efficient.py", "flash.py")
-FLASH_TESTS = ("test_flash_forward.py", "test_flash_gqa.py", "test_flash_backward.py", "test_flash_speed.py")
+FLASH_TESTS = ("test_flash_forward.py", "test_flash_launcher.py", "test_flash_gqa.py", "test_flash_backward.py",
+               "test_flash_speed.py")
 EFFICIENT_TESTS = ("test_gqa.py", "test_kv_cache.py", "test_sliding_window.py", "test_streaming.py")
-CODE_TASKS = ("gqa", "kv_cache", "sliding_window", "streaming", "flash_forward")
+CODE_TASKS = ("gqa", "kv_cache", "sliding_window", "streaming", "flash_forward", "flash_launcher")
 PENDING = ("flash_speed",)  # timing tests: pending without CUDA
 NO_CUDA = "not timed: no CUDA device"
 # Tasks whose tests call a function owned by another task: a wrong version of that function
 # may fail them as well (a broken forward cannot give right gradients).
-DEPENDENT_TASKS = {"flash_attention": {"flash_gqa", "flash_backward", "flash_speed"}}
+DEPENDENT_TASKS = {"launch_forward": {"flash_gqa", "flash_speed"}}
 CHILD_TIMEOUT_S = 900
 
 
@@ -68,7 +70,9 @@ def _manifest():
 
 
 def _module_of(function: str) -> str:
-    """The reference file that defines `function`."""
+    """The reference file that defines `function` (a launcher's kernels are in flash.py)."""
+    if function.startswith("launch_"):
+        return "flash.py"
     for filename in FILES:
         if f"\ndef {function}(" in (REFERENCE / filename).read_text(encoding="utf-8"):
             return filename
@@ -87,6 +91,7 @@ def _child(group: str) -> dict:
     seed = lambda: rng.randrange(1, 2**31)  # fresh inputs on every run, like grading
     hidden = sorted(HIDDEN.glob("test_*.py"))
     forward = [HIDDEN / "test_flash_forward.py"]
+    cheat_tests = [HIDDEN / "test_flash_forward.py", HIDDEN / "test_flash_launcher.py"]
     runs: dict = {}
     if group == "main":
         runs["reference"] = harness.run_suite(hidden, REFERENCE, seed())
@@ -94,13 +99,13 @@ def _child(group: str) -> dict:
         runs["public_stubs"] = harness.run_suite([PUBLIC], ASSIGNMENT, seed())
         runs["public_reference"] = harness.run_suite([PUBLIC], REFERENCE, seed())
         for name in ("assignment3_cheat_sdpa", "assignment3_cheat_nxn"):
-            runs[name] = harness.run_suite(forward, FIXTURES / name, seed())
+            runs[name] = harness.run_suite(cheat_tests, FIXTURES / name, seed())
     else:
         with tempfile.TemporaryDirectory() as tmp:
             slow = _slow_kernel_script().write_slow_kernel(Path(tmp) / "slow")
-            runs["slow_kernel"] = harness.run_suite(forward, slow, seed(), select="not memory")
+            runs["slow_kernel"] = harness.run_suite(forward, slow, seed())
     # A mutant changes one module; the tests of the other module's tasks never call it.
-    # flash mutants (torch emulations, quick) run beside the reference, the others here.
+    # flash mutants run beside the reference, the others here.
     mutants = [m for m in _mutants() if (_module_of(m.function) == "flash.py") == (group == "main")]
     tests = lambda m: [HIDDEN / n for n in (FLASH_TESTS if _module_of(m.function) == "flash.py" else EFFICIENT_TESTS)]
     runs["mutants"] = harness.run_mutants("assignment3", mutants, tests, seed)
@@ -155,6 +160,9 @@ def test_slow_but_correct_kernel_passes_the_correctness_tests(runs):
     assert not harness.failing(run), (run["seed"], harness.failing(run))
 
 
+TILES = ("BLOCK_M", "BLOCK_N", "BWD_BLOCK_M", "BWD_BLOCK_N")
+
+
 def test_slow_kernel_is_the_reference_with_small_tiles(tmp_path):
     slow = _slow_kernel_script().write_slow_kernel(tmp_path)
     assert sorted(p.name for p in slow.iterdir()) == sorted(FILES)
@@ -163,14 +171,14 @@ def test_slow_kernel_is_the_reference_with_small_tiles(tmp_path):
     def constants(source: str) -> tuple[dict, str, list]:
         tree = ast.parse(source)
         values = {n.targets[0].id: n.value.value for n in tree.body if isinstance(n, ast.Assign)
-                  and isinstance(n.targets[0], ast.Name) and n.targets[0].id in ("BLOCK_M", "BLOCK_N", "BWD_BLOCK")}
+                  and isinstance(n.targets[0], ast.Name) and n.targets[0].id in TILES}
         rest = [ast.dump(n) for n in tree.body[1:] if not (isinstance(n, ast.Assign) and
                                                           getattr(n.targets[0], "id", "") in values)]
         return values, ast.get_docstring(tree), rest
 
     ours, doc, rest = constants((slow / "flash.py").read_text(encoding="utf-8"))
     theirs, ref_doc, ref_rest = constants((REFERENCE / "flash.py").read_text(encoding="utf-8"))
-    assert ours == {"BLOCK_M": 16, "BLOCK_N": 16, "BWD_BLOCK": 16}
+    assert ours == dict.fromkeys(TILES, 16)
     assert set(theirs) == set(ours) and all(v > 16 for v in theirs.values()), theirs
     assert rest == ref_rest  # the same code, kernels and launcher included
     assert doc != ref_doc and "16 × 16 tiles" in doc
@@ -183,7 +191,9 @@ def test_cheating_kernels_fail_every_flash_forward_test(runs, fixture):
     assert run["tests"]
     for nodeid, t in run["tests"].items():
         assert t["outcome"] == "failed", (nodeid, t)
-        assert "forbidden API" in t["text"], (nodeid, t["text"])
+        expected = ("no @triton.jit kernel named _flash_fwd_kernel" if "test_flash_forward" in nodeid
+                    else "forbidden API")
+        assert expected in t["text"], (nodeid, t["text"])
 
 
 @pytest.mark.slow
@@ -208,10 +218,13 @@ def test_manifest_tasks_points_and_links():
     assert manifest.sections == "§22–§29"
     assert manifest.max_points == 100 and manifest.bonus_points == 15
     assert manifest.limits.call_timeout_s == 120 and manifest.limits.submission_budget_s == 600
-    flash = manifest.task("flash_forward")
-    assert flash.functions == ("flash_attention",)
-    assert set(flash.forbidden) == {"softmax", "sdpa", "matmul", "multihead_attention", "numpy"}
-    assert flash.requires == ("triton_launch",)
+    flash, launcher = manifest.task("flash_forward"), manifest.task("flash_launcher")
+    assert flash.functions == ("launch_forward",) and flash.points == 30 and not flash.forbidden
+    assert manifest.contract.kernels_of("launch_forward") == ("_flash_fwd_kernel",)
+    assert manifest.contract.kernels_of("launch_backward") == ("_flash_bwd_dkdv_kernel", "_flash_bwd_dq_kernel")
+    assert launcher.functions == ("flash_attention",) and launcher.points == 5
+    assert set(launcher.forbidden) == {"softmax", "sdpa", "matmul", "multihead_attention", "numpy"}
+    assert launcher.requires == ("triton_launch",)
     assert "sdpa" in manifest.task("sliding_window").forbidden
     assert manifest.task("flash_speed").kind == "timing" and manifest.task("flash_speed").speed
     assert {t.id for t in manifest.tasks if t.bonus} == {"flash_gqa", "flash_backward"}
@@ -231,6 +244,8 @@ def test_stubs_and_reference_share_signatures_and_raise_their_task():
     references = {"efficient.py": efficient, "flash.py": flash}
     for task in manifest.tasks:
         for function in task.functions:
+            if manifest.is_launcher(function):  # the course's launcher: the kernels are checked below
+                continue
             filename = _module_of(function)
             stub = getattr(_load_stub(filename), function)
             ref = getattr(references[filename], function)
@@ -245,15 +260,18 @@ def test_stubs_and_reference_share_signatures_and_raise_their_task():
 
 def test_stub_kernel_signature_spells_out_pointers_and_strides():
     stub = _load_stub("flash.py")
+    from reference.assignment3 import flash
+
     params = list(inspect.signature(stub._flash_fwd_kernel.fn).parameters)
-    assert params[:4] == ["Q", "K", "V", "Out"]
+    assert params == list(inspect.signature(flash._flash_fwd_kernel.fn).parameters)  # the contract's signature
+    assert params[:5] == ["Q", "K", "V", "Out", "LSE"]
     for t in ("q", "k", "v", "o"):
         row = "m" if t in "qo" else "n"
         assert [f"stride_{t}b", f"stride_{t}h", f"stride_{t}{row}", f"stride_{t}d"] == [
             p for p in params if p.startswith(f"stride_{t}")]
     assert {"N_Q", "N_KV", "sm_scale", "BLOCK_M", "BLOCK_N", "HEAD_DIM", "IS_CAUSAL"} <= set(params)
     source = (ASSIGNMENT / "flash.py").read_text(encoding="utf-8")
-    assert "make_block_ptr" not in source and 'NotImplementedError("flash_forward")' in source
+    assert "make_block_ptr" not in source and 'NotImplementedError("flash_launcher")' in source
     assert stub.BLOCK_N == __import__("reference.assignment3.flash", fromlist=["BLOCK_N"]).BLOCK_N
 
 
@@ -262,10 +280,13 @@ def test_every_mutant_is_registered_once_for_a_task_function():
     mutants = _mutants()
     ids = [m.id for m in mutants]
     assert len(ids) == len(set(ids)) and len(ids) >= 15
-    assert {manifest.task_for_function(m.function).id for m in mutants} == {"gqa", "kv_cache", "sliding_window",
-                                                                            "streaming", "flash_forward"}
+    assert {manifest.task_for_function(m.function).id for m in mutants} == {
+        "gqa", "kv_cache", "sliding_window", "streaming", "flash_forward", "flash_launcher"}
     for m in mutants:
         assert m.section.startswith("§") and m.explanation and m.title
+        if manifest.is_launcher(m.function):  # a kernel mistake: a patch of the kernel, emulated in torch
+            assert m.patch, m.id
+            continue
         ref = getattr(__import__(f"reference.assignment3.{Path(_module_of(m.function)).stem}",
                                  fromlist=[m.function]), m.function)
         assert list(inspect.signature(m.fn).parameters) == list(inspect.signature(ref).parameters), m.id
@@ -288,7 +309,7 @@ def test_static_checks_pass_the_reference_and_mutants_and_catch_the_cheats(tmp_p
         sources = {f: (FIXTURES / fixture / f).read_text(encoding="utf-8") for f in FILES
                    if (FIXTURES / fixture / f).is_file()}
         findings, _ = check_sources(manifest, sources)
-        assert any(f.task == "flash_forward" and f.group == group for f in findings), (fixture, findings)
+        assert any(f.task == "flash_launcher" and f.group == group for f in findings), (fixture, findings)
 
 
 def test_quiz_questions_key_and_answer_template_agree():

@@ -18,7 +18,7 @@ from grader.pipeline.grading import grade, open_submission
 from tests.conftest import FIXTURES, ROOT
 
 MANIFEST = load_manifest(ROOT / "assignments" / "assignment1" / "assignment.toml")
-REFERENCE, MUTANTS = load_reference(ROOT, "assignment1", MANIFEST.files)
+REFERENCE, MUTANTS = load_reference(ROOT, MANIFEST)
 
 PLACEHOLDERS = '''
 import torch
@@ -135,26 +135,57 @@ def test_an_ordinary_output_never_calls_the_reference(tmp_path):
     assert calls == []
 
 
-def test_placeholders_earn_only_what_is_right_through_the_real_grader(tmp_path):
-    """Zeros, constants, all-True masks and inputs handed back earn nothing on assignment 1,
-    except where the right answer is itself constant or the input (a 1 × 1 mask, d_k = 1);
-    the reference keeps full marks."""
+@pytest.mark.sandbox
+@pytest.mark.parametrize("assignment_id", ["assignment1", "assignment2", "assignment3"])
+def test_a_submission_of_placeholders_earns_nothing_through_the_real_grader(tmp_path, assignment_id):
+    """Zeros, constants, all-True masks, an input handed back and a kernel that stores zeros earn
+    nothing on every assignment: no hidden test's input makes such an answer right on its own
+    (each degenerate case shares its test with an input only a real implementation gets)."""
     course = Course(ROOT)
-    result = grade(course, "assignment1",
-                   open_submission(course, "assignment1", FIXTURES / "assignment1_degenerate"), seed=5)
-    records = {t.task_id: (t.earned, t.passed, t.failed) for t in result.score.tasks}
-    # Each task's tests share its points in hundredths by largest remainder, earlier tests
-    # first on a tie: scale_scores' 5 points over 7 tests is 0.72 × 3 + 0.71 × 4 (its one
-    # passing test is a 0.71 one); causal_mask's 15 over 8 is 1.88 × 4 + 1.87 × 4 (two 1.88 pass).
-    assert records == {
-        "attention_scores": (0.0, 0, 8), "scale_scores": (0.71, 1, 6), "softmax": (0.0, 0, 13),
-        "causal_mask": (3.76, 2, 6), "scaled_dot_product_attention": (0.0, 0, 16), "quiz": (10.0, 8, 0)}
-    failed = [o for o in result.outcomes if o.status == "failed"]
-    assert {o.kind for o in failed} == {"degenerate"}
-    passed = {o.name for o in result.outcomes if o.status == "passed" and o.task != "quiz"}
-    assert passed == {"test_scale_scores::test_d_k_one_changes_nothing", "test_causal_mask::test_one_token",
-                      "test_causal_mask::test_single_new_query_sees_every_key"}
+    fixture = FIXTURES / f"{assignment_id}_degenerate"
+    result = grade(course, assignment_id, open_submission(course, assignment_id, fixture), seed=5)
+    earned = {t.task_id: t.earned for t in result.score.tasks if t.earned}
+    assert earned == {} and result.score.total == 0.0, earned
+    passed = [o.name for o in result.outcomes if o.status == "passed"]
+    assert passed == []
+    if assignment_id != "assignment1":
+        return
+    assert {o.kind for o in result.outcomes if o.status == "failed" and o.task != "quiz"} == {"degenerate"}
     workspace = tmp_path / "reference"
     shutil.copytree(ROOT / "reference" / "assignment1", workspace, ignore=shutil.ignore_patterns("tests"))
     reference = grade(course, "assignment1", open_submission(course, "assignment1", workspace), seed=5)
     assert reference.score.total == 100.0 and not reference.findings
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("assignment_id", ["assignment1", "assignment2", "assignment3"])
+def test_validate_finds_no_hidden_test_that_a_placeholder_passes(assignment_id, monkeypatch):
+    from grader.pipeline.validate import degenerate_verdict
+
+    if not torch.cuda.is_available():  # the reference's kernels answer for the placeholders here
+        monkeypatch.setenv("TRITON_INTERPRET", "1")
+    course = Course(ROOT)
+    verdict = degenerate_verdict(course, load_manifest(course.assignment_dir(assignment_id) / "assignment.toml"))
+    assert verdict.ok, verdict.detail
+
+
+def test_validate_names_a_test_that_a_placeholder_passes(tmp_path):
+    """A hidden test whose only input makes the answer an input handed back is reported, with the fix."""
+    from grader.pipeline.validate import degenerate_verdict
+
+    root = tmp_path / "course"
+    shutil.copytree(ROOT / "assignments" / "assignment1", root / "assignments" / "assignment1")
+    shutil.copytree(ROOT / "reference" / "assignment1", root / "reference" / "assignment1")
+    (root / "reference" / "__init__.py").write_text("")
+    tests = root / "reference" / "assignment1" / "tests"
+    for path in tests.glob("test_*.py"):
+        path.unlink()
+    (tests / "test_scale_scores.py").write_text(
+        'import pytest\n\npytestmark = pytest.mark.task("scale_scores")\n\n\n'
+        'def test_d_k_one_only(check):\n    check.close("scale_scores", check.randn(3, 4), 1)\n\n\n'
+        'def test_d_k_four(check):\n    check.close("scale_scores", check.randn(3, 4), 4)\n')
+    course = Course(root)
+    verdict = degenerate_verdict(course, load_manifest(course.assignment_dir("assignment1") / "assignment.toml"))
+    assert not verdict.ok
+    assert "test_scale_scores::test_d_k_one_only (its first tensor argument handed back)" in verdict.detail
+    assert "test_d_k_four" not in verdict.detail and "pair each with an input" in verdict.detail

@@ -49,14 +49,38 @@ def test_unreadable_toml(tmp_path):
         load_manifest(path)
 
 
-def test_requires_and_uses_are_parsed():
+def test_requires_uses_and_the_kernel_contract_are_parsed():
     manifest = load_manifest(ROOT / "assignments" / "assignment3" / "assignment.toml")
-    assert manifest.task("flash_forward").requires == ("triton_launch",)
-    assert manifest.task("flash_backward").requires == ("triton_launch",)
+    assert manifest.task("flash_launcher").requires == ("triton_launch",)
+    assert manifest.task("flash_forward").requires == () and manifest.task("flash_backward").requires == ()
     gqa = manifest.task("flash_gqa")
-    assert gqa.requires == ("triton_launch",) and gqa.uses == ("flash_attention",) and gqa.functions == ()
-    assert manifest.task("flash_speed").uses == ("flash_attention",)
+    assert gqa.uses == ("launch_forward",) and gqa.functions == ()
+    assert manifest.task("flash_speed").uses == ("launch_forward",)
     assert manifest.task("gqa").requires == () and manifest.task("gqa").uses == ()
+    contract = manifest.contract
+    assert (contract.module, contract.file) == ("contract.py", "flash.py")
+    assert contract.launcher_names == ("launch_forward", "launch_backward")
+    assert manifest.is_launcher("launch_forward") and not manifest.is_launcher("flash_attention")
+    assert manifest.kernels_for(gqa) == ("_flash_fwd_kernel",)
+    assert manifest.kernels_for(manifest.task("flash_backward")) == ("_flash_bwd_dkdv_kernel", "_flash_bwd_dq_kernel")
+
+
+@pytest.mark.parametrize("contract, words", [
+    ({"module": "flash.py", "file": "flash.py", "launchers": {"launch": ["k"]}}, "not one of the student's files"),
+    ({"module": "contract.py", "file": "other.py", "launchers": {"launch": ["k"]}}, "must be one of the student"),
+    ({"module": "contract.py", "file": "flash.py", "launchers": {}}, "'launchers' must be a table"),
+    ({"module": "contract.py", "file": "flash.py", "launchers": {"launch": "k"}}, "non-empty list of kernel names"),
+    ({"module": "contract.py", "file": "flash.py", "launchers": {"unowned": ["k"]}}, "belong to no task"),
+    ({"module": "contract.py", "file": "flash.py", "launchers": {"launch": ["k"]}, "extra": 1}, "unknown key"),
+])
+def test_a_malformed_kernel_contract_is_refused_with_its_reason(contract, words):
+    from grader.core.errors import ManifestError
+    from grader.core.manifest import parse_manifest
+
+    data = {"id": "a", "files": ["flash.py"], "contract": contract,
+            "tasks": [{"id": "kernel", "points": 1, "functions": ["launch"]}]}
+    with pytest.raises(ManifestError, match=words):
+        parse_manifest(data)
 
 
 def test_from_scratch_tasks_forbid_numpy():

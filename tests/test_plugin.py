@@ -43,7 +43,7 @@ def _mutant():
     from grader.harness.diagnose import load_reference
 
     manifest = load_manifest(ASSIGNMENT / "assignment.toml")  # this course's reference, whatever ran before
-    return next(m for m in load_reference(ROOT, "assignment1", manifest.files)[1] if m.id == MUTANT_ID)
+    return next(m for m in load_reference(ROOT, manifest)[1] if m.id == MUTANT_ID)
 
 
 def _cases(xml: Path) -> dict[str, tuple[str, str]]:

@@ -88,7 +88,7 @@ def test_environment_is_scrubbed(sandbox, monkeypatch):
     assert set(result.value) <= {"PATH", "HOME", "LANG", "PYTHONDONTWRITEBYTECODE",
                                  "PYTHONHASHSEED", "OMP_NUM_THREADS", "MKL_NUM_THREADS",
                                  "TRITON_CACHE_DIR", "TRITON_INTERPRET", "CUDA_VISIBLE_DEVICES", "TMPDIR",
-                                 "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "PWD", "LC_CTYPE"}
+                                 "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "OPENBLAS_NUM_THREADS", "PWD", "LC_CTYPE"}
 
 
 @pytest.mark.skipif(not isolation.bwrap_works(), reason="bubblewrap cannot create namespaces here")

@@ -413,30 +413,41 @@ def test_the_course_kernel_as_a_submission_has_no_findings():
     assert check_sources(manifest, sources) == ([], [])
 
 
-def test_tasks_that_use_flash_attention_share_its_findings():
+def test_host_code_findings_cost_the_launcher_task_and_kernel_findings_every_task_of_the_kernel():
     manifest = load_manifest(ROOT / "assignments" / "assignment3" / "assignment.toml")
     sources = _sources(FIXTURES / "assignment3_cheat_sdpa")
     sources["efficient.py"] = (ROOT / "reference/assignment3/efficient.py").read_text()
     findings, _ = check_sources(manifest, sources)
-    assert {(f.task, f.group) for f in findings} == {
-        ("flash_forward", "sdpa"), ("flash_gqa", "sdpa"), ("flash_speed", "sdpa")}
+    assert {(f.task, f.group) for f in findings} == {("flash_launcher", "sdpa")}  # host code: its own task
     torch_only = sources["flash.py"].replace("_copy_kernel[(triton.cdiv(result.numel(), 1024),)]",
                                              "_copy_kernel_launch")
     findings, _ = check_sources(manifest, {**sources, "flash.py": torch_only})
     assert {(f.task, f.group) for f in findings if f.group == "no_triton_launch"} == {
-        ("flash_forward", "no_triton_launch"), ("flash_gqa", "no_triton_launch")}
+        ("flash_launcher", "no_triton_launch")}
+    reference = (ROOT / "reference/assignment3/flash.py").read_text()
+    python_inside = reference.replace("    m_i = tl.full([BLOCK_M], float(\"-inf\"), tl.float32)\n",
+                                      "    m_i = tl.full([BLOCK_M], float(\"-inf\"), tl.float32)\n    ok = len(sys.argv)\n", 1)
+    findings, _ = check_sources(manifest, {**sources, "flash.py": "import sys\n" + python_inside})
+    assert {(f.task, f.group) for f in findings} == {  # every task that launches the forward kernel
+        ("flash_forward", "kernel_code"), ("flash_gqa", "kernel_code"), ("flash_speed", "kernel_code"),
+        ("flash_launcher", "kernel_code")}
+    assert {f.function for f in findings} == {"_flash_fwd_kernel", "flash_attention"}
+    assert all("sys" in f.code for f in findings)
 
 
 def test_runtime_invisible_softmax_earns_zero_through_the_real_grader():
-    """torch._C.DisableTorchFunction() hides the call from the run-time detector; the source does not."""
+    """torch._C.DisableTorchFunction() hides the call from the run-time name recorder; the source does
+    not, and neither does torch's dispatcher (the operation recorder sees _softmax)."""
     course = Course(ROOT)
     workspace = FIXTURES / "assignment1_disabled_torch_function"
     result = grade(course, "assignment1", open_submission(course, "assignment1", workspace), seed=11)
     records = {t.task_id: (t.earned, t.passed, t.failed, t.status) for t in result.score.tasks}
     assert records == {
         "attention_scores": (10.0, 8, 0, "graded"), "scale_scores": (5.0, 7, 0, "graded"),
-        "softmax": (0.0, 13, 0, "forbidden"), "causal_mask": (15.0, 8, 0, "graded"),
-        "scaled_dot_product_attention": (0.0, 16, 0, "forbidden"), "quiz": (10.0, 8, 0, "graded")}
+        "softmax": (0.0, 0, 13, "forbidden"), "causal_mask": (15.0, 8, 0, "graded"),
+        "scaled_dot_product_attention": (0.0, 0, 16, "forbidden"), "quiz": (10.0, 8, 0, "graded")}
+    assert {o.kind for o in result.outcomes if o.task in ("softmax", "scaled_dot_product_attention")} == {
+        "forbidden"}
     assert {(f.task, f.group) for f in result.findings} == {
         ("softmax", "softmax"), ("softmax", "evasion"),
         ("scaled_dot_product_attention", "softmax"), ("scaled_dot_product_attention", "evasion")}

@@ -6,14 +6,18 @@ FlashAttention computes exactly the same output tile by tile: one program owns
 BLOCK_M query rows, walks over the keys BLOCK_N at a time, and keeps a running
 (online) softmax, so no N × N matrix ever exists (§22–§24).
 
-Task flash_forward: complete `_flash_fwd_kernel` (the loop is yours) and delete
-the `raise` in `flash_attention`. Rules for this task:
+Task flash_forward: complete `_flash_fwd_kernel` (the loop is yours). Task
+flash_launcher: delete the `raise` in `flash_attention`. How they are graded:
 
-* the result must come from your @triton.jit kernel: at least one kernel launch;
-* no torch softmax, matrix products (`@`, matmul, bmm, einsum) or
-  scaled_dot_product_attention in flash.py's host code (inside the kernel,
-  `tl.dot` is exactly what you should use);
-* memory must grow like N, not N² (checked).
+* flash_forward is graded by construction: the grader launches your kernel itself
+  (contract.py shows exactly how: the arguments below, into buffers it allocates),
+  in a worker that holds only your @triton.jit functions and this file's constants.
+  So keep the kernel's name and signature, and keep its body to what Triton
+  compiles: tl.* operations, other @triton.jit functions, constants, its arguments;
+* flash_launcher: `flash_attention` must launch `_flash_fwd_kernel` as contract.py
+  does and return exactly what the kernel wrote; no torch softmax, matrix products
+  (`@`, matmul, bmm, einsum) or scaled_dot_product_attention in flash.py's host
+  code (inside the kernel, `tl.dot` is exactly what you should use).
 
 Testing without a GPU: Triton's interpreter runs kernels on the CPU with numpy.
 Set the variable before Python starts (it is read when the kernel is defined):
@@ -25,8 +29,10 @@ not bfloat16, and silently reads garbage from out-of-bounds addresses instead of
 crashing: mask every load. On a GPU, leave TRITON_INTERPRET unset.
 
 Bonus tasks (see README): flash_gqa (k/v with fewer heads than q, inside the
-kernel) and flash_backward (make flash_attention differentiable with Triton
-backward kernels; `flash_attention_grads` below is how it is tested).
+kernel: launch_forward passes N_REP = H // H_KV) and flash_backward (the Triton
+backward kernels `_flash_bwd_dkdv_kernel` and `_flash_bwd_dq_kernel`, whose
+signatures are in contract.py's launch_backward; `flash_attention_grads` below lets
+you check them through your own torch.autograd.Function).
 """
 
 # ruff: noqa: F841  (the kernel stub prepares values that only your loop will use)
@@ -38,14 +44,18 @@ import torch
 import triton
 import triton.language as tl
 
-# Tile sizes. Any powers of two ≥ 16 work; these are a good start on CPU and GPU.
+# Tile sizes and launch options (contract.py reads them: keep them plain numbers). Any powers
+# of two ≥ 16 work as tiles; these are a good start on CPU and GPU.
 BLOCK_M = 64  # query rows per program
 BLOCK_N = 64  # keys per step of the loop
+NUM_WARPS = 4
+NUM_STAGES = 2
 
 
 @triton.jit
 def _flash_fwd_kernel(
     Q, K, V, Out,  # pointers to the first element of q, k, v [B, H, N, D] and out
+    LSE,  # float32 [B, H, N_Q]: m_i + log2(l_i) per row, stored at the end (the backward bonus reads it)
     stride_qb, stride_qh, stride_qm, stride_qd,  # q's strides, in elements: batch, head, row, feature
     stride_kb, stride_kh, stride_kn, stride_kd,
     stride_vb, stride_vh, stride_vn, stride_vd,
@@ -125,6 +135,10 @@ def _flash_fwd_kernel(
     out = acc
     o_ptrs = Out + b * stride_ob + h * stride_oh + offs_m[:, None] * stride_om + offs_d[None, :] * stride_od
     tl.store(o_ptrs, out.to(Out.dtype.element_ty), mask=offs_m[:, None] < N_Q)
+    # The row statistics for the backward bonus (given): +inf for a row that saw no key.
+    empty = l_i == 0.0
+    lse = tl.where(empty, float("inf"), m_i + tl.log2(tl.where(empty, 1.0, l_i)))
+    tl.store(LSE + pid_bh * N_Q + offs_m, lse, mask=offs_m < N_Q)
 
 
 def flash_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False,
@@ -140,24 +154,25 @@ def flash_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: b
     causal=True: query i sees key j iff j ≤ i (bottom-right aligned, which is the same thing
     when the query and key counts are equal). Lecture §24 (FlashAttention), §22–§23 (why).
     """
-    raise NotImplementedError("flash_forward")  # delete this line once your kernel's loop is written
+    raise NotImplementedError("flash_launcher")  # delete this line once your kernel's loop is written
     B, H, N, D = q.shape
     if D not in (16, 32, 64, 128):
         raise ValueError(f"head dim {D} is not supported: use 16, 32, 64 or 128")
     if k.shape != q.shape or v.shape != q.shape:
         raise ValueError("q, k and v must have the same shape (k/v with fewer heads is the GQA bonus)")
-    sm_scale = 1.0 / math.sqrt(D) if sm_scale is None else sm_scale
+    sm_scale = 1.0 / math.sqrt(D) if sm_scale is None else float(sm_scale)
     out = torch.empty((B, H, N, D), dtype=q.dtype, device=q.device)  # [B, H, N, D]
+    lse = torch.empty((B, H, N), dtype=torch.float32, device=q.device)  # [B, H, N]
     grid = (triton.cdiv(N, BLOCK_M), B * H)
     _flash_fwd_kernel[grid](
-        q, k, v, out,
+        q, k, v, out, lse,
         q.stride(0), q.stride(1), q.stride(2), q.stride(3),
         k.stride(0), k.stride(1), k.stride(2), k.stride(3),
         v.stride(0), v.stride(1), v.stride(2), v.stride(3),
         out.stride(0), out.stride(1), out.stride(2), out.stride(3),
         H, 1, N, k.shape[2], sm_scale,
-        BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, HEAD_DIM=D, IS_CAUSAL=causal,
-        num_warps=4, num_stages=2,
+        BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, HEAD_DIM=D, IS_CAUSAL=bool(causal),
+        num_warps=NUM_WARPS, num_stages=NUM_STAGES,
     )
     return out
 
@@ -166,9 +181,9 @@ def flash_attention_grads(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, gra
                           causal: bool = False, sm_scale: float | None = None):
     """(dq, dk, dv): gradients of Σ flash_attention(q, k, v) · grad_out, through your launcher.
 
-    Given; do not change. It is how the flash_backward bonus is tested: it only works once
-    flash_attention is differentiable (a torch.autograd.Function whose backward runs your
-    Triton kernels). Lecture §24.
+    Given, for your own checks of the flash_backward bonus (the grader launches your backward
+    kernels itself, through contract.launch_backward): it only works once flash_attention is
+    differentiable (a torch.autograd.Function whose backward runs your Triton kernels). §24.
     """
     q, k, v = (t.detach().requires_grad_(True) for t in (q, k, v))
     with torch.enable_grad():

@@ -69,6 +69,34 @@ class Task:
         return ", ".join(self.sections)
 
 
+@dataclass(frozen=True)
+class KernelContract:
+    """How the grader launches the student's kernels itself (kernel tasks graded by construction).
+
+    `module` is the course's launcher module in the assignment's folder (shipped to students:
+    it is exactly how their kernels are launched); it imports the student's `file` by its module
+    name. Each launcher is a function of `module` that allocates its outputs and launches the
+    kernels named for it. A task lists launchers among its `functions` (or `uses`), and its
+    tests call them like student functions: they run in a worker holding only the student's
+    vetted kernels (grader.intake.kernels)."""
+
+    module: str
+    file: str
+    launchers: tuple[tuple[str, tuple[str, ...]], ...]  # launcher → the kernels it launches
+
+    @property
+    def launcher_names(self) -> tuple[str, ...]:
+        return tuple(name for name, _ in self.launchers)
+
+    def kernels_of(self, launcher: str) -> tuple[str, ...]:
+        return next((kernels for name, kernels in self.launchers if name == launcher), ())
+
+    @property
+    def kernels(self) -> tuple[str, ...]:
+        """Every kernel any launcher launches, in order, once."""
+        return tuple(dict.fromkeys(k for _, kernels in self.launchers for k in kernels))
+
+
 GRADESCOPE_VISIBILITIES = ("visible", "hidden", "after_due_date", "after_published")  # Gradescope's words
 
 
@@ -95,6 +123,7 @@ class Manifest:
     limits: Limits = field(default_factory=Limits)
     path: Path | None = None
     gradescope: GradescopeSettings = field(default_factory=GradescopeSettings)
+    contract: KernelContract | None = None
 
     def task(self, task_id: str) -> Task:
         for task in self.tasks:
@@ -115,6 +144,16 @@ class Manifest:
     def functions(self) -> tuple[str, ...]:
         return tuple(f for t in self.tasks for f in t.functions)
 
+    def is_launcher(self, function: str) -> bool:
+        """Whether `function` is a launcher of the kernel contract (run by the grader, not the student)."""
+        return self.contract is not None and function in self.contract.launcher_names
+
+    def kernels_for(self, task: Task) -> tuple[str, ...]:
+        """The student kernels a task's tests launch through the contract (its functions and uses)."""
+        if self.contract is None:
+            return ()
+        return tuple(dict.fromkeys(k for f in (*task.functions, *task.uses) for k in self.contract.kernels_of(f)))
+
     @property
     def max_points(self) -> float:
         return sum(t.points for t in self.tasks if not t.bonus)
@@ -124,7 +163,9 @@ class Manifest:
         return sum(t.points for t in self.tasks if t.bonus)
 
 
-TOP_KEYS = ("id", "title", "sections", "files", "deadline", "late_policy", "limits", "tasks", "gradescope")
+TOP_KEYS = ("id", "title", "sections", "files", "deadline", "late_policy", "limits", "tasks", "gradescope",
+            "contract")
+CONTRACT_KEYS = ("module", "file", "launchers")
 TASK_KEYS = ("id", "title", "points", "kind", "functions", "sections", "forbidden", "bonus", "speed",
              "description", "requires", "uses")
 LATE_POLICY_KEYS = ("grace_minutes", "penalty_per_day", "max_days_late")
@@ -399,6 +440,36 @@ def _check_files(data: dict, problems: _Problems) -> tuple[str, ...]:
     return files
 
 
+def _contract(raw: object, files: tuple[str, ...], problems: _Problems) -> KernelContract | None:
+    """[contract]: module = "contract.py", file = "flash.py", launchers = {launcher = ["kernel", ...]}."""
+    if not isinstance(raw, dict):
+        problems.add("[contract] must be a table")
+        return None
+    where = "[contract] "
+    _unknown_keys(raw, CONTRACT_KEYS, where, problems)
+    module = _string(raw, "module", where, problems, required=True)
+    file = _string(raw, "file", where, problems, required=True)
+    if module and (PurePosixPath(module).suffix != ".py" or ".." in PurePosixPath(module).parts
+                   or PurePosixPath(module).is_absolute() or module in files):
+        problems.add(f"{where}'module' must be the course's launcher module, a relative .py path that is not "
+                     f"one of the student's files, not {module!r}")
+    if file and file not in files:
+        problems.add(f"{where}'file' must be one of the student's files ({', '.join(files)}), not {file!r}")
+    launchers = raw.get("launchers")
+    if not isinstance(launchers, dict) or not launchers:
+        problems.add(f"{where}'launchers' must be a table of launcher = [\"kernel\", ...], e.g. "
+                     f"launchers = {{ launch_forward = [\"_flash_fwd_kernel\"] }}")
+        return None
+    parsed = []
+    for name, kernels in launchers.items():
+        if not str(name).isidentifier() or not isinstance(kernels, list) or not kernels or \
+                not all(isinstance(k, str) and k.isidentifier() for k in kernels):
+            problems.add(f"{where}launcher {name!r} must name a non-empty list of kernel names")
+            continue
+        parsed.append((str(name), tuple(kernels)))
+    return KernelContract(module=module, file=file, launchers=tuple(parsed))
+
+
 def _check_tasks(tasks: list[Task], files: tuple[str, ...], problems: _Problems) -> None:
     ids = [t.id for t in tasks]
     duplicates = sorted({i for i in ids if ids.count(i) > 1})
@@ -446,6 +517,12 @@ def parse_manifest(data: dict, path: Path | None = None) -> Manifest:
     title = _string(data, "title", "", problems, default=assignment_id) or assignment_id
     sections = _string(data, "sections", "", problems)
     gradescope = _gradescope(data.get("gradescope", {}), problems)
+    contract = _contract(data["contract"], files, problems) if "contract" in data else None
+    if contract is not None:
+        owned = {f for t in tasks for f in t.functions}
+        unowned = [name for name in contract.launcher_names if name not in owned]
+        if unowned:
+            problems.add(f"[contract] launcher(s) {unowned} belong to no task: list each in one task's functions")
     problems.raise_if_any()
     return Manifest(
         id=assignment_id,
@@ -458,6 +535,7 @@ def parse_manifest(data: dict, path: Path | None = None) -> Manifest:
         limits=limits,
         path=path,
         gradescope=gradescope,
+        contract=contract,
     )
 
 

@@ -158,10 +158,13 @@ def measured(suspicion: Suspicion) -> str:
     return f"handed back an input: {what} is its {suspicion.detail}"
 
 
-def message(name: str, suspicion: Suspicion, section: str = "") -> str:
-    """What was returned and what to change, for the student."""
+def message(name: str, suspicion: Suspicion, section: str = "", kernels: tuple[str, ...] = ()) -> str:
+    """What was returned and what to change, for the student. `kernels`: the result is what the
+    student's kernels wrote into the grader's buffers (a launcher of the kernel contract)."""
     what = "its result" if suspicion.item is None else f"item {suspicion.item} of its result"
     cite = f" ({section})" if section else ""
+    if kernels:
+        return _kernel_message(" and ".join(kernels), suspicion, cite)
     if suspicion.kind == NAN:
         return (f"{name} returned NaN: {what} has {suspicion.detail}, where the right answer has none. "
                 f"NaN usually comes from -inf - (-inf), 0 / 0 or exp() of a large number: subtract the "
@@ -173,3 +176,67 @@ def message(name: str, suspicion: Suspicion, section: str = "") -> str:
                 f"inputs{cite}.")
     return (f"{name} handed back one of its inputs: {what} is its {suspicion.detail}, but on these "
             f"inputs the right answer differs from it. Compute a new tensor from the inputs{cite}.")
+
+
+def _kernel_message(kernels: str, suspicion: Suspicion, cite: str) -> str:
+    what = "its output" if suspicion.item is None else f"output {suspicion.item}"
+    if suspicion.kind == NAN:
+        return (f"the output of your {kernels} holds NaN ({what}: {suspicion.detail}). The grader fills the "
+                f"output with NaN before it launches your kernel, so an element the kernel never stores stays "
+                f"NaN: check that the grid covers every row and that the store's mask keeps the rows that exist. "
+                f"A stored NaN usually comes from -inf - (-inf) or 0 / 0{cite}.")
+    if suspicion.kind == CONSTANT:
+        return (f"your {kernels} wrote a placeholder: {what} is {suspicion.detail}, but on these inputs the "
+                f"right answer is not constant. If the kernel's loop is still empty, write it; otherwise the "
+                f"stored values do not depend on the inputs{cite}.")
+    return (f"your {kernels} wrote one of its inputs back: {what} is its {suspicion.detail}, but on these "
+            f"inputs the right answer differs from it{cite}.")
+
+
+# ------------------------------------------------------------------ degenerate submissions
+# What `grade validate` hands the hidden tests in place of a submission, one family at a time:
+# the reference's answer with its values replaced. A test that passes for one of them carries
+# points that a placeholder earns.
+FAMILIES = {
+    "zeros": "all zeros (all False)",
+    "ones": "all ones (all True)",
+    "nan": "NaN everywhere",
+    "constant": "one number everywhere (the answer's mean)",
+    "input 1": "its first tensor argument handed back",
+    "input 2": "its second tensor argument handed back",
+    "input 3": "its third tensor argument handed back",
+}
+
+
+def _degenerate_tensor(family: str, value: torch.Tensor, inputs: list[torch.Tensor]) -> torch.Tensor:
+    if family == "zeros":
+        return torch.zeros_like(value)
+    if family == "ones":
+        return torch.ones_like(value)
+    if family == "nan":
+        return torch.full_like(value, float("nan")) if value.is_floating_point() else torch.ones_like(value)
+    if family == "constant":
+        if not value.is_floating_point() or value.numel() == 0:
+            return torch.zeros_like(value)
+        finite = value[torch.isfinite(value)]
+        return torch.full_like(value, float(finite.double().mean()) if finite.numel() else 0.0)
+    position = int(family.split()[-1]) - 1  # "input N": the N-th tensor argument, where it fits
+    if position < len(inputs) and inputs[position].shape == value.shape and inputs[position].dtype == value.dtype:
+        return inputs[position].clone()
+    return torch.zeros_like(value)
+
+
+def degenerate_answer(family: str, answer, args: tuple, kwargs: dict):
+    """`answer` (the reference's value for these arguments) as a placeholder of `family` would give it:
+    the same structure, shapes and dtypes, the values replaced."""
+    inputs = [t for _, t in _named_inputs(args, kwargs)]
+    if isinstance(answer, torch.Tensor):
+        return _degenerate_tensor(family, answer, inputs)
+    if isinstance(answer, (tuple, list)):
+        return type(answer)(degenerate_answer(family, a, args, kwargs) for a in answer)
+    if isinstance(answer, bool):
+        return family == "ones"
+    if isinstance(answer, (int, float)):
+        return {"zeros": 0, "ones": 1, "nan": float("nan")}.get(family, 0) if isinstance(answer, float) else \
+            {"ones": 1}.get(family, 0)
+    return answer

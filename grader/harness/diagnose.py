@@ -32,7 +32,9 @@ from pathlib import Path
 import torch
 
 from grader.core.course import reference_functions
+from grader.core.manifest import Manifest
 from grader.core.tolerances import tolerance_for
+from grader.harness.contract import load_launchers
 
 TRITON_HANDOUT = "the handout's section “Testing on a machine without a GPU” (README.md)"
 
@@ -43,7 +45,14 @@ class Mutant:
 
     `vary` names module-level constants that `fn` reads, with the values to try (tile sizes,
     say): (("BLOCK_N", (16, 32, 64, 128)),) runs the mutant once per size, with BLOCK_N bound
-    to it. The signature stays the student function's."""
+    to it. The signature stays the student function's.
+
+    `patch` makes the mutant's submission for `grade validate` by editing the reference's
+    source instead of appending `fn`: ((old text, new text), ...), each old text found exactly
+    once in the file that defines the function (for a launcher of the kernel contract, the
+    kernel file). A kernel mistake needs it, since a kernel task grades the student's
+    @triton.jit kernel itself: `fn` then only reproduces the buggy kernel's output, in torch,
+    for the diagnosis."""
 
     id: str
     function: str
@@ -52,6 +61,7 @@ class Mutant:
     explanation: str
     fn: Callable
     vary: tuple[tuple[str, tuple], ...] = ()
+    patch: tuple[tuple[str, str], ...] = ()
 
     def source(self) -> str:
         """The mutant's own source without its decorator (used by `grade validate`)."""
@@ -107,28 +117,36 @@ _REGISTRY: list[Mutant] = []
 
 
 def mutant(*, function: str, id: str, title: str, section: str, explanation: str,
-           vary: dict[str, tuple] | None = None):
+           vary: dict[str, tuple] | None = None, patch: list[tuple[str, str]] | None = None):
     """Register a wrong version of `function`. Its body may use only torch, math,
     triton and the names the reference module of `function` defines.
 
     `vary` maps module-level names the body reads to the values to try, e.g.
     {"BLOCK_N": (16, 32, 64, 128)} for a bug that depends on the tile size; `grade validate`
-    runs the body as written, with the reference module's own value."""
+    runs the body as written, with the reference module's own value. `patch`: see Mutant."""
 
     def register(fn: Callable) -> Callable:
         _REGISTRY.append(Mutant(id, function, title, section, explanation, fn,
-                                tuple((name, tuple(values)) for name, values in (vary or {}).items())))
+                                tuple((name, tuple(values)) for name, values in (vary or {}).items()),
+                                tuple((old, new) for old, new in (patch or []))))
         return fn
 
     return register
 
 
-def load_reference(course_root: Path, assignment_id: str, files: tuple[str, ...]) -> tuple[dict, list[Mutant]]:
-    """The assignment's trusted reference functions and its misconception catalogue."""
-    functions = reference_functions(course_root, assignment_id, files)
+def load_reference(course_root: Path, manifest: Manifest) -> tuple[dict, list[Mutant]]:
+    """The assignment's trusted reference functions and its misconception catalogue.
+
+    With a kernel contract, the contract's launchers are among the functions, bound to the
+    reference's kernels (grader.harness.contract)."""
+    functions = reference_functions(course_root, manifest.id, manifest.files)
     if not functions:
         return {}, []
-    return functions, load_mutants(f"reference.{assignment_id}.mutants")
+    contract = manifest.contract
+    if contract is not None and manifest.path is not None:
+        kernels = importlib.import_module(f"reference.{manifest.id}.{Path(contract.file).stem}")
+        functions.update(load_launchers(contract, manifest.path.parent / contract.module, kernels))
+    return functions, load_mutants(f"reference.{manifest.id}.mutants")
 
 
 def load_mutants(module_name: str) -> list[Mutant]:

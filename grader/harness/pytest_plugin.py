@@ -71,9 +71,11 @@ def _in_process_context(request: pytest.FixtureRequest) -> GradingContext:
     explicit = request.config.getoption("--grade-workspace") or os.environ.get(WORKSPACE_ENV)
     default = course.reference_for(assignment_id) if hidden else course.assignment_dir(assignment_id)
     workspace = Path(explicit) if explicit else default
-    reference, mutants = load_reference(course.root, assignment_id, manifest.files)
+    reference, mutants = load_reference(course.root, manifest)
+    contract = manifest.contract
+    launchers = course.assignment_dir(assignment_id) / contract.module if contract else None
     context = GradingContext(
-        runner=InProcessRunner(workspace, manifest.files), manifest=manifest,
+        runner=InProcessRunner(workspace, manifest.files, contract, launchers), manifest=manifest,
         reference=reference, mutants=mutants, seed=_seed(request.config),
         device="cuda" if torch.cuda.is_available() else "cpu", hidden=hidden)
     setattr(request.config, cache_key, context)

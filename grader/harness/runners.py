@@ -7,12 +7,19 @@ modules here. Both return a `CallResult`, so tests behave the same in both.
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import itertools
 import sys
 import traceback
 from pathlib import Path
+from types import ModuleType
 
+import torch
+
+from grader.core.manifest import KernelContract
+from grader.harness.contract import load_launchers
+from grader.harness.degenerate import degenerate_answer
 from grader.sandbox.client import CallResult, Sandbox
 from grader.sandbox.facts import changed_inputs, observe, snapshot_inputs
 
@@ -121,13 +128,19 @@ class SandboxRunner:
 
 
 class InProcessRunner:
-    """Imports the workspace's modules into this process (no isolation)."""
+    """Imports the workspace's modules into this process (no isolation).
+
+    With a kernel contract (`contract` and the path of the course's launcher module), the
+    launchers are imported too, bound to the workspace's own kernel file: plain pytest runs
+    the kernel tests as grading does, on the student's whole file."""
 
     isolation_level = "none (in-process)"
 
-    def __init__(self, workspace: Path, files: tuple[str, ...]):
+    def __init__(self, workspace: Path, files: tuple[str, ...], contract: KernelContract | None = None,
+                 contract_path: Path | None = None):
         self.workspace = Path(workspace)
         self.namespaces: dict[str, dict] = {}
+        modules: dict[str, ModuleType] = {}
         self.import_errors: dict[str, dict] = {}
         tag = next(_counter)
         for filename in files:
@@ -149,6 +162,10 @@ class InProcessRunner:
                                             "frames": traceback.format_exception(exc)[-3:]}
                 continue
             self.namespaces[stem] = vars(module)
+            modules[stem] = module
+        if contract is not None and contract_path is not None:
+            kernels = modules.get(Path(contract.file).stem, ModuleType(Path(contract.file).stem))
+            self.namespaces[f"<contract {contract.module}>"] = load_launchers(contract, contract_path, kernels)
 
     def sources(self) -> dict[str, str]:
         """The workspace's Python files' text (hints only)."""
@@ -196,3 +213,63 @@ class InProcessRunner:
 
     def timed_outputs(self, indices: list[int]) -> CallResult:
         return CallResult(status="ok", value=[self._timed[i] for i in indices])
+
+
+class DegenerateRunner:
+    """A stand-in submission for `grade validate`: every call answers what the trusted reference
+    answers, with its values made degenerate by one family of grader.harness.degenerate
+    (zeros, ones, NaN, an input handed back). Reference answers are cached by their inputs, so
+    the families share one computation of each."""
+
+    isolation_level = "none (degenerate answers)"
+
+    def __init__(self, reference: dict, family: str, cache: dict | None = None):
+        self.reference = reference
+        self.family = family
+        self.cache = {} if cache is None else cache
+
+    def sources(self) -> dict[str, str]:
+        return {}
+
+    def answer(self, name: str, args: tuple, kwargs: dict) -> tuple[str, object]:
+        """("ok", the reference's value) or ("raised", its error), computed once per inputs."""
+        key = (name, fingerprint_of(args), fingerprint_of(kwargs))
+        if key not in self.cache:
+            try:
+                self.cache[key] = ("ok", self.reference[name](*args, **kwargs))
+            except Exception as exc:  # the reference refuses these inputs: so does the placeholder
+                self.cache[key] = ("raised", {"type": type(exc).__name__, "message": str(exc), "frames": [],
+                                              "not_implemented": False})
+        return self.cache[key]
+
+    def cached_reference(self) -> dict:
+        """The reference functions, answering from the same cache (for the tests' own comparisons)."""
+        def answering(name: str):
+            def function(*args, **kwargs):
+                state, value = self.answer(name, args, kwargs)
+                if state == "raised":
+                    raise RuntimeError(value["message"])
+                return value
+            return function
+        return {name: answering(name) for name in self.reference}
+
+    def call(self, name: str, args: tuple, kwargs: dict, **_options) -> CallResult:
+        if name not in self.reference:
+            return CallResult(status="missing", detail=name)
+        state, answer = self.answer(name, args, kwargs)
+        if state == "raised":
+            return CallResult(status="raised", error=answer)
+        return CallResult(status="ok", value=degenerate_answer(self.family, answer, args, kwargs))
+
+
+def fingerprint_of(value) -> object:
+    """A hashable stand-in for call arguments: shapes, dtypes, strides and the bytes of tensors."""
+    if isinstance(value, torch.Tensor):
+        data = value.detach().cpu().contiguous()
+        return ("tensor", tuple(value.shape), str(value.dtype), value.stride(),
+                hashlib.sha1(data.view(torch.uint8).numpy().tobytes() if data.numel() else b"").hexdigest())
+    if isinstance(value, (tuple, list)):
+        return (type(value).__name__, tuple(fingerprint_of(v) for v in value))
+    if isinstance(value, dict):
+        return ("dict", tuple(sorted((str(k), fingerprint_of(v)) for k, v in value.items())))
+    return ("value", repr(value))

@@ -89,6 +89,14 @@ class GradingContext:
     device: str = "cpu"
     hidden: bool = False
     timing_device: str | None = None  # where kernels are timed: "cuda", "cpu" (demonstrations), or nowhere
+    kernel_runner: object | None = None  # the worker of the student's kernels alone (a kernel contract)
+
+    def runner_for(self, name: str):
+        """Who runs `name`: the kernel worker for a launcher of the kernel contract (grading by
+        construction), else the student's worker."""
+        if self.kernel_runner is not None and self.manifest is not None and self.manifest.is_launcher(name):
+            return self.kernel_runner
+        return self.runner
 
 
 class _Namespace:
@@ -135,21 +143,25 @@ class Check:
 
     def _forbidden_for(self, name: str) -> tuple[str, ...]:
         manifest = self.context.manifest
-        task = manifest.task_for_function(name) if manifest else None
+        if manifest is None or manifest.is_launcher(name):  # the course's launcher: no student host code
+            return ()
+        task = manifest.task_for_function(name)
         return task.forbidden if task else ()
 
     def _runs_a_kernel(self, name: str) -> bool:
-        """Whether `name`'s task asks for a Triton kernel (and this run interprets it on the CPU)."""
+        """Whether `name` runs a Triton kernel of the student's (its task asks for a launch, or it is a
+        launcher of the kernel contract) and this run interprets it on the CPU."""
         manifest = self.context.manifest
         task = manifest.task_for_function(name) if manifest else None
-        return bool(task and "triton_launch" in task.requires and self.device == "cpu")
+        kernel = bool(task and ("triton_launch" in task.requires or manifest.is_launcher(name)))
+        return kernel and self.device == "cpu"
 
     # ---------------------------------------------------------------- calls
     def call_with_facts(self, name: str, *args, fresh_worker: bool = False,
                         track_tensors: bool = True, timeout_s: float | None = None,
                         **kwargs) -> tuple[object, CallFacts]:
         """Call the student's `name`; return its value and what the call did."""
-        result: CallResult = self.context.runner.call(
+        result: CallResult = self.context.runner_for(name).call(
             name, args, kwargs, forbidden=self._forbidden_for(name), track_tensors=track_tensors,
             device=self.device, fresh=fresh_worker, timeout_s=timeout_s)
         if result.output:
@@ -203,11 +215,33 @@ class Check:
         suspicion = degenerate.unexplained(found, expected, args, kwargs)
         if suspicion is None:
             return
-        text = degenerate.message(name, suspicion, self.section_for(name))
+        manifest = self.context.manifest
+        kernels = manifest.contract.kernels_of(name) if manifest and manifest.is_launcher(name) else ()
+        text = degenerate.message(name, suspicion, self.section_for(name), kernels)
         self.record["measured"] = degenerate.measured(suspicion)
         self._problem(f"degenerate:{suspicion.kind}", degenerate.summary(suspicion), self.record["measured"])
         found = diagnose(self.context.mutants, name, args, kwargs, value) if self.context.mutants else None
         raise StudentProblem("degenerate", self._diagnosed(found or self._source_hint(name), text))
+
+    def raises(self, name: str, *args, exception: str, because: str, **kwargs) -> None:
+        """The student's `name(*args, **kwargs)` must raise `exception` (a built-in exception's name,
+        e.g. "ValueError"): `because` says why those inputs are refused, for the message."""
+        result: CallResult = self.context.runner_for(name).call(
+            name, args, kwargs, forbidden=self._forbidden_for(name), device=self.device)
+        error = result.error or {}
+        if result.status == "raised" and error.get("type") == exception and not error.get("not_implemented"):
+            return
+        if result.status == "ok":
+            self._problem("did_not_raise", f"did not raise {exception}")
+            raise AssertionError(f"{name} returned a value for inputs it must refuse ({because}): raise "
+                                 f"{exception} with a message that says what is wrong"
+                                 + (f" ({self.section_for(name)})." if self.section_for(name) else "."))
+        if result.status == "raised" and not error.get("not_implemented"):
+            kind = str(error.get("type"))
+            self._problem(f"raised_other:{kind}", f"raised {kind} instead of {exception}")
+            raise AssertionError(f"{name} raised {kind} ({error.get('message', '')}) for inputs it must refuse "
+                                 f"({because}); the contract asks for {exception}.")
+        self._raise_for(name, result, args, kwargs)
 
     def call(self, name: str, *args, **kwargs):
         """Call the student's `name`; its value, or a failure that explains what went wrong."""
@@ -224,6 +258,14 @@ class Check:
         where = ""
         if error.get("frames"):
             where = "\n  " + "\n  ".join(error["frames"][-3:])
+        manifest = self.context.manifest
+        if result.status == "raised" and error.get("not_implemented") and manifest and manifest.is_launcher(name):
+            self._problem("not_implemented", "kernel not written yet")
+            raise StudentProblem("not_implemented",
+                                 f"{error.get('message')}: not implemented yet. Write it with exactly that "
+                                 f"signature, since the grader launches your kernel itself "
+                                 f"({manifest.contract.module} shows how)"
+                                 + (f" ({section})." if section else "."))
         if result.status == "raised" and error.get("not_implemented"):
             self._problem("not_implemented", "not implemented yet")
             raise StudentProblem("not_implemented",
@@ -332,12 +374,32 @@ class Check:
             message += f"\nSee lecture {section}."
         raise AssertionError(self._diagnosed(found, message))
 
+    def returns_kernel_output(self, name: str, actual, launched, expected, *, launched_with: str = "",
+                              diagnose_with: tuple | None = None) -> None:
+        """The student's host function `name` returned `actual`; `launched` is what the student's own
+        kernel writes for the same inputs when the grader launches it through the kernel contract
+        (`launched_with` says how), `expected` the right answer.
+
+        Passes when `actual` is `launched` bit for bit: the result is the kernel's. Otherwise, when the
+        kernel itself is right, `actual` is compared with `expected` (a host mistake, diagnosed as
+        usual); in every case it fails saying the result is not the kernel's. A wrong kernel whose
+        output the host returns unchanged passes here: the kernel's own task pays for it."""
+        if isinstance(actual, torch.Tensor) and isinstance(launched, torch.Tensor) and \
+                actual.shape == launched.shape and actual.dtype == launched.dtype and torch.equal(actual, launched):
+            return
+        if self._difference(launched, expected, None, None, None) is None:
+            self.compare(actual, expected, what=name, diagnose_with=diagnose_with)
+        how = f" (launched by the grader with {launched_with})" if launched_with else ""
+        self.expect(False, f"{name} returned values that are not what your kernel writes for the same inputs{how}: "
+                           f"launch it as the kernel contract does and return its output unchanged, computed by the "
+                           f"kernel alone", self.section_for(name))
+
     def _source_hint(self, name: str) -> Diagnosis | None:
         """A problem seen in the submitted source that the interpreter computes wrongly without an
         error (tl.bfloat16): only for a kernel task run through the interpreter."""
         if not self._runs_a_kernel(name):
             return None
-        sources = getattr(self.context.runner, "sources", None)
+        sources = getattr(self.context.runner_for(name), "sources", None)
         text = "\n".join(sources().values()) if callable(sources) else ""
         return BF16_HINT if BF16_IN_KERNEL.search(text) else None
 
@@ -448,7 +510,7 @@ class Check:
         if device is None:
             self.pending("not timed: no CUDA device")
         try:
-            result = compare_speed(self.context.runner, name, reference_fn, case, device=device,
+            result = compare_speed(self.context.runner_for(name), name, reference_fn, case, device=device,
                                    seed=self.gen.initial_seed())
         except TimingFailed as exc:
             self._problem("timing:failed", "could not be timed", str(exc))

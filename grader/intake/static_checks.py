@@ -45,6 +45,7 @@ from pathlib import PurePosixPath
 from grader.core.compat import with_deep_stack
 from grader.core.manifest import Manifest, Task
 from grader.core.records import StaticFinding
+from grader.intake.kernels import kernel_module, scan_module, vet_kernel
 from grader.sandbox.forbidden import (
     ALLOWED_LIBRARIES,
     ATTRIBUTES,
@@ -54,6 +55,7 @@ from grader.sandbox.forbidden import (
     DOTTED,
     EVASION,
     EVASION_RULES,
+    KERNEL_CODE,
     NO_TRITON_LAUNCH,
     NUMPY_MODULES,
 )
@@ -1079,6 +1081,43 @@ class _Walker:
         self.generic(node)
 
 
+def _launched_kernel_findings(program: _Program, reached: set[tuple[str, str]], task_id: str, function: str,
+                              seen: set[tuple[str, str, int]]) -> list[StaticFinding]:
+    """kernel_code findings in the @triton.jit kernels a task's code reaches (it launches them)."""
+    findings = []
+    for module_name, unit_name in sorted(reached):
+        unit = program.units[(module_name, unit_name)]
+        if not unit.kernel:
+            continue
+        module = program.modules[module_name]
+        scope = scan_module(module.tree)
+        if unit_name not in scope.jit:
+            continue
+        for problem in vet_kernel(scope, unit_name)[0]:
+            if (KERNEL_CODE, module.filename, problem.line) not in seen:
+                seen.add((KERNEL_CODE, module.filename, problem.line))
+                findings.append(StaticFinding(task_id, function, KERNEL_CODE, problem.line,
+                                              f"{module.filename}: {problem.text}"))
+    return findings
+
+
+def _contract_findings(manifest: Manifest, sources: dict[str, str]) -> list[StaticFinding]:
+    """kernel_code findings in the kernels a task is graded on through the kernel contract: the
+    grader launches them itself, in a worker that holds nothing else of the submission."""
+    contract = manifest.contract
+    if contract is None or contract.file not in sources:
+        return []
+    findings = []
+    for task in manifest.tasks:
+        kernels = manifest.kernels_for(task)
+        if not kernels:
+            continue
+        for problem in kernel_module(contract.file, sources[contract.file], kernels).problems:
+            findings.append(StaticFinding(task.id, problem.kernel, KERNEL_CODE, problem.line,
+                                          f"{contract.file}: {problem.text}"))
+    return findings
+
+
 def _task_groups(task: Task) -> set[str]:
     """The groups that make `task` earn 0 when its code reaches them."""
     groups = set(task.forbidden)
@@ -1147,12 +1186,14 @@ def _check(manifest: Manifest, sources: dict[str, str],
                     code = h.code if h.filename == entry_file else f"{h.filename}: {h.code}"
                     findings.append(StaticFinding(task.id, function, h.group, h.line, code))
             if "triton_launch" in task.requires:
+                findings += _launched_kernel_findings(program, reached, task.id, function, seen)
                 if not program.launches_kernel(program.closure([k for group in bindings for k in group])):
                     unit = program.units[bindings[0][0]]
                     findings.append(StaticFinding(
                         task.id, function, NO_TRITON_LAUNCH, unit.line,
                         f"{unit.filename}: {function} reaches no kernel[grid](...) launch of a "
                         f"@triton.jit kernel"))
+    findings += _contract_findings(manifest, sources)
     for task in manifest.tasks:
         if EVASION in _task_groups(task):
             for filename in program.unreadable:

@@ -150,15 +150,21 @@ def run_job(job: GradingJob, submission: Submission | None = None) -> JobResult:
         return JobResult(job.student, error=_describe(exc), worker_s=time.perf_counter() - started)
 
 
-def _warm_worker(course_root: str, assignment_id: str) -> None:
-    """Pool initializer: pay the imports (torch, pytest, reference) once per worker."""
+def _warm_worker(course_root: str | None, assignment_id: str | None, sandbox_switches: dict[str, str]) -> None:
+    """Pool initializer: the batch's sandbox switches (the forkserver keeps the environment it started
+    with), then pay the imports (torch, pytest, reference) once per worker."""
+    from grader.sandbox.isolation import apply_switches
+
+    apply_switches(sandbox_switches)
+    if course_root is None or assignment_id is None:
+        return
     try:
         import grader.pipeline.grading  # noqa: F401  (imports torch)
         import grader.render.report  # noqa: F401
         from grader.harness.diagnose import load_reference
 
         manifest = load_manifest(Path(course_root) / "assignments" / assignment_id / "assignment.toml")
-        load_reference(Path(course_root), assignment_id, manifest.files)
+        load_reference(Path(course_root), manifest)
     except Exception:  # a broken reference shows up per job, with its message
         pass
 
@@ -192,10 +198,12 @@ class LocalProcessExecutor:
         self._pool: ProcessPoolExecutor | None = None
 
     def _start(self) -> ProcessPoolExecutor:
+        from grader.sandbox.isolation import switches
+
         method = "forkserver" if sys.platform.startswith("linux") else "spawn"
-        kwargs = {"initializer": _warm_worker, "initargs": self._initargs} if self._initargs else {}
+        initargs = (*(self._initargs or (None, None)), switches())
         return ProcessPoolExecutor(max_workers=self.jobs, mp_context=multiprocessing.get_context(method),
-                                   **kwargs)
+                                   initializer=_warm_worker, initargs=initargs)
 
     def submit(self, job: GradingJob) -> Future[JobResult]:
         if self._pool is None:

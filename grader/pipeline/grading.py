@@ -32,6 +32,7 @@ from grader.harness.runners import SandboxRunner
 from grader.harness.suite import run_suite
 from grader.harness.testing import GradingContext
 from grader.harness.timing import environment
+from grader.intake.kernels import kernel_module
 from grader.intake.static_checks import check_sources
 from grader.intake.submission import Submission, load_submission
 from grader.pipeline.policy import OVERRIDE_FLAG, refusal
@@ -79,6 +80,20 @@ def open_submission(course: Course, assignment_id: str, workspace: str | Path | 
     manifest = load_manifest(course.assignment_dir(assignment_id) / "assignment.toml")
     workspace = Path(workspace) if workspace else course.assignment_dir(assignment_id)
     return load_submission(workspace, manifest.files, student=student, submitted_at=submitted_at)
+
+
+def _kernel_sandbox(course: Course, manifest: Manifest, submission: Submission, sandbox: Sandbox, use_gpu: bool,
+                    settings: CourseSettings, protected: tuple[str, ...]) -> Sandbox | None:
+    """The worker of a kernel contract: the student's vetted kernels and the course's launchers, and
+    nothing else of the student's (grader.intake.kernels), within the submission's own budget."""
+    contract = manifest.contract
+    if contract is None:
+        return None
+    kernels = kernel_module(contract.file, submission.text(contract.file) or "", contract.kernels)
+    launchers = (course.assignment_dir(manifest.id) / contract.module).read_bytes()
+    return Sandbox({contract.file: kernels.source.encode(), contract.module: launchers}, [contract.module],
+                   limits=manifest.limits, use_gpu=use_gpu, uid_range=settings.sandbox.uid_range,
+                   protected=(str(course.root), *protected), deadline=sandbox.deadline)
 
 
 TIMING_DEVICES = ("auto", "cuda", "cpu")
@@ -144,10 +159,13 @@ def grade(course: Course, assignment_id: str, submission: Submission, *,
     settings = load_settings(course.root)
     sandbox = Sandbox(submission.files, list(manifest.files), limits=manifest.limits, use_gpu=use_gpu,
                       uid_range=settings.sandbox.uid_range, protected=(str(course.root), *protected))
+    kernels = _kernel_sandbox(course, manifest, submission, sandbox, use_gpu, settings, protected)
     try:
         _sandbox_gate(sandbox.isolation, settings, mode, allow_weak_sandbox)  # refuse before any work
         step("starting the sandbox; static checks")
         sandbox.start()  # the worker imports torch while we run the static checks
+        if kernels is not None:
+            kernels.start()
         findings, notes = _static_outcomes(manifest, submission)
         try:
             confirmed = sandbox.wait_ready()
@@ -156,7 +174,7 @@ def grade(course: Course, assignment_id: str, submission: Submission, *,
         weak = _sandbox_gate(confirmed, settings, mode, allow_weak_sandbox)
         notes += [weak] if weak else []
         if mode == "submit":
-            reference, mutants = load_reference(course.root, assignment_id, manifest.files)
+            reference, mutants = load_reference(course.root, manifest)
             tests_dir = course.reference_for(assignment_id) / "tests"
             visibility = "hidden"
         else:
@@ -166,7 +184,8 @@ def grade(course: Course, assignment_id: str, submission: Submission, *,
         context = GradingContext(runner=SandboxRunner(sandbox), manifest=manifest,
                                  reference=reference, mutants=mutants, seed=seed,
                                  device="cuda" if use_gpu else "cpu", hidden=mode == "submit",
-                                 timing_device=timed_on)
+                                 timing_device=timed_on,
+                                 kernel_runner=SandboxRunner(kernels) if kernels is not None else None)
         step("running the hidden tests" if mode == "submit" else "running the public tests")
         outcomes, errors = run_suite(tests_dir, context, visibility=visibility, only_task=only_task)
         notes += [f"test collection problem: {e}" for e in errors]
@@ -174,10 +193,12 @@ def grade(course: Course, assignment_id: str, submission: Submission, *,
             outcomes += _quiz_outcomes(course, manifest, submission)
         elif mode == "check" and (only_task is None or manifest.task(only_task).kind == "quiz"):
             outcomes += _quiz_answered(course, manifest, submission)
-        student_output = "".join(sandbox.output_log)[-16000:]
+        student_output = "".join(sandbox.output_log + (kernels.output_log if kernels else []))[-16000:]
         isolation = sandbox.isolation
     finally:
         sandbox.close()
+        if kernels is not None:
+            kernels.close()
     step("scoring")
     scored = manifest
     if only_task is not None:  # `grade check --task X`: X alone, its points the whole

@@ -68,14 +68,12 @@ from grader.core.manifest import Manifest, load_manifest
 from grader.core.text import one_line
 from grader.intake.submission import Submission, load_submission
 from grader.pipeline.batch import GradingJob, JobResult, _describe, _warm_worker, run_job
+from grader.sandbox.isolation import switches as isolation_switches
 
 RAY_EXTRA = 'pip install -e ".[ray]"'
 START_TIMEOUT_S = 600.0  # for the first actor: imports, and on an autoscaling cluster a new node
 START_GRACE_S = 60.0  # once one actor is ready, how long the others may take before they are given up
 POLL_S = 0.2  # how often the collector looks for jobs handed over while it waited
-# Sandbox switches set on the driver apply on every node (each can only weaken or rehearse a level,
-# and every node's level is still checked against the course's requirement).
-FORWARDED_ENV = ("GRADE_NO_BWRAP", "GRADE_SANDBOX_WITHOUT", "GRADE_NO_ZYGOTE")
 SKIPPED_PARTS = {"__pycache__", ".pytest_cache", ".grade", ".git", ".triton"}
 
 JobFunction = Callable[[GradingJob, Submission], JobResult]
@@ -164,7 +162,7 @@ class GradingActor:
         self.assignment_id = assignment_id
         self.job_function = job_function or grade_shipped
         self.protected = _ray_paths()
-        _warm_worker(course_root, assignment_id)
+        _warm_worker(course_root, assignment_id, isolation_switches())
 
     def describe(self) -> dict:
         """This node as the driver checks it: the course's fingerprint and the sandbox level here."""
@@ -283,7 +281,9 @@ class RayExecutor:
         self._owns_ray = True
 
     def _actor_class(self):
-        env = {name: os.environ[name] for name in FORWARDED_ENV if name in os.environ}
+        # Sandbox switches set on the driver apply on every node (each can only weaken or rehearse a
+        # level, and every node's level is still checked against the course's requirement).
+        env = isolation_switches()
         options = {"num_cpus": 1, "num_gpus": 1 if self.use_gpu else 0, "max_restarts": 0,
                    "max_task_retries": 0, "scheduling_strategy": "SPREAD"}
         if env:

@@ -10,7 +10,10 @@ hidden tests (mode "submit") and with the public tests (mode "check"):
 * the untouched stubs earn zero and pass no public test;
 * every catalogued mutant loses points on its own task only and is diagnosed as
   itself, and fails at least one public test of its task on its values, so that
-  `grade check` never passes what the hidden tests fail.
+  `grade check` never passes what the hidden tests fail;
+* no hidden test passes for a placeholder: the reference's answers with their
+  values made degenerate (zeros, ones, NaN, an input handed back) pass none of them,
+  so a test whose input makes the answer degenerate carries no points on its own.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from grader.core.compat import tomllib
 from grader.core.course import Course
 from grader.core.manifest import Manifest, load_manifest
 from grader.core.quiz import ANSWERS_FILE
-from grader.core.records import GradeResult
+from grader.core.records import PASSED, GradeResult
 from grader.harness.diagnose import Mutant, load_reference
 from grader.pipeline.batch import GradingJob, LocalProcessExecutor
 
@@ -62,6 +65,8 @@ def reference_answers(course: Course, assignment_id: str) -> str:
 
 
 def _defining_file(manifest: Manifest, reference_dir: Path, function: str) -> str:
+    if manifest.is_launcher(function):  # a kernel mistake lives in the kernel file
+        return manifest.contract.file
     for filename in manifest.files:
         tree = ast.parse((reference_dir / filename).read_text(encoding="utf-8"))
         if any(isinstance(n, ast.FunctionDef) and n.name == function for n in tree.body):
@@ -79,10 +84,24 @@ def reference_workspace(course: Course, manifest: Manifest, target: Path,
     (target / ANSWERS_FILE).write_text(reference_answers(course, manifest.id))
     for one in [mutant] if isinstance(mutant, Mutant) else (mutant or []):
         filename = _defining_file(manifest, reference_dir, one.function)
+        if one.patch:
+            (target / filename).write_text(patched(one, (target / filename).read_text(encoding="utf-8"), filename))
+            continue
         with open(target / filename, "a", encoding="utf-8") as fh:
             fh.write(f"\n\n# --- mutant {one.id}\n{one.source()}\n"
                      f"{one.function} = {one.fn.__name__}\n")
     return target
+
+
+def patched(mutant: Mutant, text: str, filename: str) -> str:
+    """`text` with the mutant's patch applied; ValueError unless every old text is there exactly once."""
+    for old, new in mutant.patch:
+        found = text.count(old)
+        if found != 1:
+            raise ValueError(f"mutant {mutant.id}'s patch does not apply to the reference's {filename}: "
+                             f"{old!r} is there {found} times, not once")
+        text = text.replace(old, new)
+    return text
 
 
 def judge_reference(result: GradeResult) -> tuple[bool, str]:
@@ -162,6 +181,41 @@ def judge_public_mutant(result: GradeResult, task_id: str) -> tuple[bool, str]:
                    f"exercises what this mutant gets wrong")
 
 
+DEGENERATE_SEED = 1  # the inputs the placeholders are tried on
+
+
+def degenerate_verdict(course: Course, manifest: Manifest) -> Verdict:
+    """One verdict: the hidden tests that a placeholder submission passes (none, to hold).
+
+    Run in this process, without a sandbox: the placeholders are the reference's own answers
+    with their values replaced (grader.harness.runners.DegenerateRunner), one family at a time."""
+    from grader.harness.degenerate import FAMILIES
+    from grader.harness.runners import DegenerateRunner
+    from grader.harness.suite import run_suite
+    from grader.harness.testing import GradingContext
+
+    reference, _ = load_reference(course.root, manifest)
+    cache: dict = {}
+    passed: dict[str, list[str]] = {}
+    for family in FAMILIES:
+        runner = DegenerateRunner(reference, family, cache)
+        context = GradingContext(runner=runner, manifest=manifest, reference=runner.cached_reference(),
+                                 seed=DEGENERATE_SEED, device="cpu", hidden=True)
+        outcomes, _ = run_suite(course.reference_for(manifest.id) / "tests", context)
+        for outcome in outcomes:
+            if outcome.status == PASSED:
+                passed.setdefault(outcome.name, []).append(family)
+    if not passed:
+        detail = f"no hidden test passes for a placeholder ({', '.join(FAMILIES.values())})"
+    else:
+        listed = "; ".join(f"{name} ({', '.join(FAMILIES[f] for f in families)})"
+                           for name, families in sorted(passed.items()))
+        detail = (f"{len(passed)} hidden test(s) pass for a placeholder, so a submission that computes nothing "
+                  f"earns their points: {listed}. Their inputs make the answer degenerate: pair each with an "
+                  f"input where only a real implementation is right, in the same test")
+    return Verdict(manifest.id, "degenerate answers", "", not passed, detail, 0.0, manifest.max_points, HIDDEN)
+
+
 def collection_verdicts(course: Course, manifest: Manifest) -> list[Verdict]:
     """One verdict per suite: every test collects and names one task of the manifest."""
     from grader.harness.suite import collection_problems
@@ -182,9 +236,9 @@ def validate(course: Course, assignment_id: str, jobs: int | None = None,
     """Grade the reference, the stubs and every mutant; one Verdict each (`jobs` at once,
     default VALIDATE_JOBS)."""
     manifest = load_manifest(course.assignment_dir(assignment_id) / "assignment.toml")
-    _, mutants = load_reference(course.root, assignment_id, manifest.files)
+    _, mutants = load_reference(course.root, manifest)
     verdicts: list[Verdict] = []
-    for verdict in collection_verdicts(course, manifest):
+    for verdict in [*collection_verdicts(course, manifest), degenerate_verdict(course, manifest)]:
         verdicts.append(verdict)
         if progress:
             progress(verdict)

@@ -216,13 +216,15 @@ class Sandbox:
                  limits: SandboxLimits | None = None, use_gpu: bool | None = None,
                  isolation_level: str | None = None,
                  uid_range: tuple[int, int] | None = uids.DEFAULT_UID_RANGE,
-                 protected: tuple[str, ...] = ()):
+                 protected: tuple[str, ...] = (), deadline: float | None = None):
+        """`deadline` (time.monotonic) shares another sandbox's budget: a submission graded in two
+        workers (its own code, and its kernels alone) costs one budget."""
         self.files = files
         self.modules = modules
         self.limits = limits = SandboxLimits() if limits is None else limits
         self.call_timeout_s = limits.call_timeout_s
         self.budget_s = limits.submission_budget_s
-        self.deadline = time.monotonic() + self.budget_s
+        self.deadline = time.monotonic() + self.budget_s if deadline is None else deadline
         self.output_cap = limits.output_cap_kb * 1024
         self.max_reply_bytes = limits.max_reply_mb << 20
         self.protected = tuple(str(p) for p in protected)

@@ -8,7 +8,10 @@ below. Three more groups are added by the static check itself:
   built at run time, introspection, other programs, libraries it cannot read);
 * ``course_code`` for every task: importing the grader or the course's own code;
 * ``no_triton_launch`` for a task with ``requires = ["triton_launch"]`` whose
-  functions never launch a @triton.jit kernel of the submission.
+  functions never launch a @triton.jit kernel of the submission;
+* ``kernel_code`` for a task whose kernels (those it launches, or the kernel
+  contract's it is graded on) hold Python that Triton does not compile: in the
+  CPU interpreter a kernel body runs as Python, so it could compute anything.
 
 This is the one table of forbidden APIs: the static check reads all of it, and
 the sandbox worker's run-time recorder (grader.sandbox.facts) reads ATTRIBUTES
@@ -26,6 +29,7 @@ from dataclasses import dataclass
 EVASION = "evasion"
 COURSE_CODE = "course_code"
 NO_TRITON_LAUNCH = "no_triton_launch"
+KERNEL_CODE = "kernel_code"
 
 GROUP_NAMES: dict[str, str] = {
     "softmax": "torch's softmax family (softmax, log_softmax, softmin, nn.Softmax)",
@@ -39,6 +43,7 @@ GROUP_NAMES: dict[str, str] = {
               "or libraries other than torch and triton)"),
     COURSE_CODE: "the grader's or the course's own code (grader, reference, kernels)",
     NO_TRITON_LAUNCH: "no launch of a @triton.jit kernel of your own",
+    KERNEL_CODE: "code inside a @triton.jit kernel that Triton does not compile",
 }
 
 # Groups a manifest may list in a task's `forbidden`.
@@ -199,7 +204,7 @@ def finding_reason(groups: list[str], functions: tuple[str, ...] = (), section: 
     `groups` are the groups of the task's static findings; `functions` the task's
     functions (named in the Triton launch message) and `section` its lecture sections."""
     parts = []
-    api = [GROUP_NAMES.get(g, g) for g in groups if g not in (EVASION, COURSE_CODE, NO_TRITON_LAUNCH)]
+    api = [GROUP_NAMES.get(g, g) for g in groups if g not in (EVASION, COURSE_CODE, NO_TRITON_LAUNCH, KERNEL_CODE)]
     if api:
         parts.append("uses " + ", ".join(api) + "; this task asks you to write that part yourself")
     if EVASION in groups:
@@ -214,4 +219,9 @@ def finding_reason(groups: list[str], functions: tuple[str, ...] = (), section: 
         parts.append(f"{where} never launches a @triton.jit kernel of your own: write the kernel with "
                      f"@triton.jit and launch it as kernel[grid](...) from {where} (directly, through a "
                      f"helper, or in a torch.autograd.Function's forward/backward){cite}")
+    if KERNEL_CODE in groups:
+        cite = f" ({section})" if section else ""
+        parts.append("a kernel it runs holds code Triton does not compile: inside @triton.jit use only tl.* "
+                     "operations, other @triton.jit functions of your file, module-level constants, your "
+                     f"kernel's arguments and Triton's builtins (range, min, max, ...){cite}")
     return "; ".join(parts)

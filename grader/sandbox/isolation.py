@@ -199,6 +199,23 @@ def uid_reason(uid: int | None) -> str:
 
 
 WITHOUT_ENV = "GRADE_SANDBOX_WITHOUT"  # e.g. "uid,seccomp": behave as a host without those layers
+# The environment switches a sandbox reads when it starts a worker. A process that grades for
+# another (a pool worker, a Ray actor) is given the values of the process that asked.
+SWITCHES_ENV = ("GRADE_NO_BWRAP", WITHOUT_ENV, "GRADE_NO_ZYGOTE")
+
+
+def switches() -> dict[str, str]:
+    """The sandbox switches set in this process (name → value)."""
+    return {name: os.environ[name] for name in SWITCHES_ENV if name in os.environ}
+
+
+def apply_switches(values: dict[str, str]) -> None:
+    """Make this process's sandbox switches `values` (set those given, clear the others)."""
+    for name in SWITCHES_ENV:
+        if name in values:
+            os.environ[name] = values[name]
+        else:
+            os.environ.pop(name, None)
 
 
 def turned_off() -> set[str]:

@@ -1,5 +1,6 @@
 """Reference solution of assignment 3, flash.py: the stub's kernel with its loop written,
-plus both bonuses (GQA inside the kernel, Triton backward kernels).
+plus both bonuses (GQA inside the kernel, Triton backward kernels), with the signatures
+of the kernel contract (assignments/assignment3/contract.py), which launches them.
 
 Self-contained on purpose (torch, triton, math only): `grade validate` runs this file
 as a submission inside the sandbox, which cannot import the course's kernels/
@@ -17,7 +18,12 @@ import triton.language as tl
 
 BLOCK_M = 64  # query rows per program (the stub's default)
 BLOCK_N = 64  # keys per step of the loop (the stub's default; mutants emulate this tiling)
-BWD_BLOCK = 32  # tile size of the backward kernels
+NUM_WARPS = 4
+NUM_STAGES = 2
+BWD_BLOCK_M = 32  # tile sizes of the backward kernels (contract.py's defaults)
+BWD_BLOCK_N = 32
+BWD_NUM_WARPS = 4
+BWD_NUM_STAGES = 1
 
 
 @triton.jit
@@ -214,7 +220,7 @@ class _FlashAttention(torch.autograd.Function):
         grid = (triton.cdiv(N_Q, BLOCK_M), B * H)
         _flash_fwd_kernel[grid](q, k, v, out, lse, *_strides(q, k, v, out), H, H // H_KV, N_Q, N_KV, sm_scale,
                                 BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, HEAD_DIM=D, IS_CAUSAL=causal,
-                                num_warps=4, num_stages=2)
+                                num_warps=NUM_WARPS, num_stages=NUM_STAGES)
         ctx.save_for_backward(q, k, v, out, lse)
         ctx.causal, ctx.sm_scale = causal, sm_scale
         return out
@@ -226,17 +232,17 @@ class _FlashAttention(torch.autograd.Function):
         H_KV, N_KV = k.shape[1], k.shape[2]
         do = grad_out.contiguous()  # [B, H, N, D]
         delta = torch.empty_like(lse)  # [B, H, N]
-        _flash_bwd_preprocess[(triton.cdiv(N_Q, BWD_BLOCK), B * H)](out, do, delta, N_Q, HEAD_DIM=D,
-                                                                      BLOCK_M=BWD_BLOCK)
+        _flash_bwd_preprocess[(triton.cdiv(N_Q, BWD_BLOCK_M), B * H)](out, do, delta, N_Q, HEAD_DIM=D,
+                                                                        BLOCK_M=BWD_BLOCK_M)
         dq = torch.empty((B, H, N_Q, D), dtype=q.dtype, device=q.device)
         dk = torch.empty((B, H_KV, N_KV, D), dtype=k.dtype, device=k.device)
         dv = torch.empty((B, H_KV, N_KV, D), dtype=v.dtype, device=v.device)
         args = (*_strides(q, k, v), H, H // H_KV, N_Q, N_KV, ctx.sm_scale)
-        meta = dict(BLOCK_M=BWD_BLOCK, BLOCK_N=BWD_BLOCK, HEAD_DIM=D, IS_CAUSAL=ctx.causal, num_warps=4,
-                    num_stages=1)
-        _flash_bwd_dkdv_kernel[(triton.cdiv(N_KV, BWD_BLOCK), B * H_KV)](q, k, v, do, lse, delta, dk, dv, *args,
-                                                                         **meta)
-        _flash_bwd_dq_kernel[(triton.cdiv(N_Q, BWD_BLOCK), B * H)](q, k, v, do, lse, delta, dq, *args, **meta)
+        meta = dict(BLOCK_M=BWD_BLOCK_M, BLOCK_N=BWD_BLOCK_N, HEAD_DIM=D, IS_CAUSAL=ctx.causal,
+                    num_warps=BWD_NUM_WARPS, num_stages=BWD_NUM_STAGES)
+        _flash_bwd_dkdv_kernel[(triton.cdiv(N_KV, BWD_BLOCK_N), B * H_KV)](q, k, v, do, lse, delta, dk, dv, *args,
+                                                                           **meta)
+        _flash_bwd_dq_kernel[(triton.cdiv(N_Q, BWD_BLOCK_M), B * H)](q, k, v, do, lse, delta, dq, *args, **meta)
         return dq, dk, dv, None, None
 
 

@@ -9,13 +9,16 @@ _banded_attention; flash.py: BLOCK_N), because `grade validate` appends the
 source to that module and runs it as a submission. Only one function is replaced
 at a time, so e.g. the GQA mutants' repeat_kv is always the correct one.
 
-The flash_attention mutants are torch emulations of buggy kernels. They avoid
-torch's matmul and softmax names on purpose (`(a.unsqueeze(-2) * b.unsqueeze(-3)).sum(-1)`
-instead of `a @ bᵀ`), so that run as a submission they meet the same run-time
-forbidden-API check as a student and fail on their numbers, not on the check.
-Bugs that depend on the tiling read the stub's BLOCK_N = 64 (what `grade validate` runs) and are
-also tried with BLOCK_N bound to 16, 32 and 128 (`vary=`): a student's kernel may use any of
-them, and the diagnosis says which reproduced it.
+The kernel mistakes belong to `launch_forward`, the contract's launcher that the
+kernel tasks are graded through: each one's `patch` is the mistake written into the
+reference's kernel (what `grade validate` grades, by construction like a student's
+kernel), and its body is a torch emulation of what that kernel computes, which the
+diagnosis compares with the student's output. Bugs that depend on the tiling read the
+stub's BLOCK_N = 64 (what `grade validate` runs) and are also tried with BLOCK_N bound to
+16, 32 and 128 (`vary=`): a student's kernel may use any of them, and the diagnosis says
+which reproduced it. The flash_attention mistake (the host code, task flash_launcher) is
+a patch of the reference's launcher; its emulation avoids torch's matmul and softmax
+names, like a student's host code must.
 
 kv_cache_bytes returns a Python int; its mutants are matched on that number.
 """
@@ -176,8 +179,9 @@ def streaming_top_left(q, k, v, window, n_sinks=4):
 # ------------------------------------------------------------- flash_forward
 
 
-@mutant(function="flash_attention", id="flash_no_final_division",
+@mutant(function="launch_forward", id="flash_no_final_division",
         title="accumulator never divided by the running sum", section="§24",
+        patch=[("    out = acc / tl.where(empty, 1.0, l_i)[:, None]\n", "    out = acc\n")],
         explanation="At the end of the loop acc holds Σ e^(s_j − m) v_j; the softmax weights are those "
                     "exponentials divided by their sum, so the output is acc / l, row by row.")
 def flash_no_final_division(q, k, v, causal=False, sm_scale=None):
@@ -190,8 +194,10 @@ def flash_no_final_division(q, k, v, causal=False, sm_scale=None):
     return (p.unsqueeze(-1) * v.float().unsqueeze(-3)).sum(-2).to(q.dtype)
 
 
-@mutant(function="flash_attention", id="flash_ignores_sm_scale",
+@mutant(function="launch_forward", id="flash_ignores_sm_scale",
         title="the sm_scale argument is ignored", section="§24",
+        patch=[("    qk_scale = sm_scale * 1.4426950408889634  # sm_scale · log2(e)\n\n    hi = N_KV",
+                "    qk_scale = 1.4426950408889634 / (HEAD_DIM ** 0.5)\n\n    hi = N_KV")],
         explanation="sm_scale defaults to 1/√D, but a caller may pass another scale; multiply the "
                     "scores by the sm_scale you were given.")
 def flash_ignores_sm_scale(q, k, v, causal=False, sm_scale=None):
@@ -203,8 +209,10 @@ def flash_ignores_sm_scale(q, k, v, causal=False, sm_scale=None):
     return ((p.unsqueeze(-1) * v.float().unsqueeze(-3)).sum(-2) / p.sum(-1, keepdim=True)).to(q.dtype)
 
 
-@mutant(function="flash_attention", id="flash_exp2_without_log2e",
+@mutant(function="launch_forward", id="flash_exp2_without_log2e",
         title="exp2 used without the log2(e) factor", section="§24",
+        patch=[("    qk_scale = sm_scale * 1.4426950408889634  # sm_scale · log2(e)\n\n    hi = N_KV",
+                "    qk_scale = sm_scale\n\n    hi = N_KV")],
         explanation="2^x equals e^x only after multiplying x by log2(e) ≈ 1.4427. Fold it into the "
                     "scale once (qk_scale = sm_scale · log2 e) and use exp2 for every exponential.")
 def flash_exp2_without_log2e(q, k, v, causal=False, sm_scale=None):
@@ -217,8 +225,9 @@ def flash_exp2_without_log2e(q, k, v, causal=False, sm_scale=None):
     return ((p.unsqueeze(-1) * v.float().unsqueeze(-3)).sum(-2) / p.sum(-1, keepdim=True)).to(q.dtype)
 
 
-@mutant(function="flash_attention", id="flash_tail_keys_unmasked",
+@mutant(function="launch_forward", id="flash_tail_keys_unmasked",
         title="keys past the end count with score 0", section="§24", vary={"BLOCK_N": TILE_SIZES},
+        patch=[("        keep = cols[None, :] < N_KV\n", "        keep = cols[None, :] >= 0\n")],
         explanation="When N is not a multiple of BLOCK_N the last block runs past the end. Loading "
                     "those keys as 0 is not enough: a score of 0 still gets weight e^(0 − m). Set the "
                     "scores of keys with index ≥ N to −inf before the running max and the exponentials.")
@@ -235,8 +244,9 @@ def flash_tail_keys_unmasked(q, k, v, causal=False, sm_scale=None):
     return ((p.unsqueeze(-1) * vp.unsqueeze(-3)).sum(-2) / p.sum(-1, keepdim=True)).to(q.dtype)
 
 
-@mutant(function="flash_attention", id="flash_no_rescale",
+@mutant(function="launch_forward", id="flash_no_rescale",
         title="running sums never rescaled when the maximum grows", section="§24", vary={"BLOCK_N": TILE_SIZES},
+        patch=[("        alpha = tl.exp2(m_i - m_use)\n", "        alpha = tl.full([BLOCK_M], 1.0, tl.float32)\n")],
         explanation="acc and l were accumulated against the old running maximum m. When a block raises "
                     "it to m_new, multiply both by α = e^(m − m_new) before adding the new block; "
                     "otherwise early blocks keep far too much weight.")
@@ -258,8 +268,10 @@ def flash_no_rescale(q, k, v, causal=False, sm_scale=None):
     return (acc / l.unsqueeze(-1)).to(q.dtype)
 
 
-@mutant(function="flash_attention", id="flash_acc_not_rescaled",
+@mutant(function="launch_forward", id="flash_acc_not_rescaled",
         title="running sum rescaled, accumulator not", section="§24", vary={"BLOCK_N": TILE_SIZES},
+        patch=[("        acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v, input_precision=\"ieee\")\n",
+                "        acc = acc + tl.dot(p.to(v.dtype), v, input_precision=\"ieee\")\n")],
         explanation="When the running maximum grows, both running quantities were computed against the "
                     "old maximum: rescale acc by α = e^(m − m_new) too, not only l.")
 def flash_acc_not_rescaled(q, k, v, causal=False, sm_scale=None):
@@ -279,6 +291,28 @@ def flash_acc_not_rescaled(q, k, v, causal=False, sm_scale=None):
         acc = acc + (p.unsqueeze(-1) * v.float()[..., start:start + BLOCK_N, :].unsqueeze(-3)).sum(-2)
         m = m_new
     return (acc / l.unsqueeze(-1)).to(q.dtype)
+
+
+# ------------------------------------------------------------ flash_launcher
+
+
+@mutant(function="flash_attention", id="launcher_contiguous_strides",
+        title="strides of a contiguous copy passed for the real tensors", section="§24",
+        patch=[("*_strides(q, k, v, out), H, H // H_KV", "*_strides(q.contiguous(), k.contiguous(), v.contiguous(), "
+                                                     "out), H, H // H_KV")],
+        explanation="The kernel finds element (b, h, i, d) at b·stride_b + h·stride_h + i·stride_i + d·stride_d of "
+                    "the tensor it is given. A view (a transpose, a slice) has other strides than a contiguous "
+                    "tensor of its shape: pass q.stride(), k.stride(), v.stride() of the tensors you launch on.")
+def launcher_contiguous_strides(q, k, v, causal=False, sm_scale=None):
+    q, k, v = (torch.as_strided(t, t.shape, torch.empty(t.shape, device="meta").stride(), t.storage_offset())
+               for t in (q, k, v))  # what a kernel reads with a contiguous tensor's strides
+    n = q.shape[-2]
+    scale = 1.0 / math.sqrt(q.shape[-1]) if sm_scale is None else sm_scale
+    s = (q.double().unsqueeze(-2) * k.double().unsqueeze(-3)).sum(-1) * scale  # [B, H, N, N]
+    if causal:
+        s = s.masked_fill(torch.ones(n, n, dtype=torch.bool, device=q.device).triu(1), float("-inf"))
+    p = torch.exp(s - s.amax(-1, keepdim=True))
+    return ((p.unsqueeze(-1) * v.double().unsqueeze(-3)).sum(-2) / p.sum(-1, keepdim=True)).to(q.dtype)
 
 
 # ------------------------------------------------------------------- kv_cache

@@ -10,16 +10,22 @@ def test_square(check):
     check.close("causal_mask", 6, 6, heatmap=True)
 
 
-def test_one_token(check):
+def test_one_token_then_two(check):
+    # A single token sees itself: [[True]] is what an all-True placeholder gives too, so the
+    # same test also asks for two tokens, where the second one is hidden from the first.
     check.close("causal_mask", 1, 1, heatmap=True)
+    check.close("causal_mask", 2, 2, heatmap=True)
 
 
 def test_fewer_queries_than_keys(check):
     check.close("causal_mask", 3, 8, heatmap=True)
 
 
-def test_single_new_query_sees_every_key(check):
+def test_single_new_query_sees_every_key_two_do_not(check):
+    # One new query after a cache sees every key (all True, like a placeholder); with two new
+    # queries the first must not see the last key.
     check.close("causal_mask", 1, 9, heatmap=True)
+    check.close("causal_mask", 2, 9, heatmap=True)
 
 
 def test_more_queries_than_keys(check):

@@ -22,9 +22,12 @@ def test_frequencies_large_base(check):
 
 @pytest.mark.task("rope")
 def test_position_zero_is_the_identity(check):
+    # Position 0 rotates nothing, which handing x back does too: the same test also asks for
+    # positions 0 and 1 mixed, where only a real rotation is right.
     x = check.randn(2, 3, 4, 8)
     check.close("apply_rope", x, torch.zeros(4, dtype=torch.long, device=check.device),
                 expected=x.clone())
+    check.close("apply_rope", x, torch.tensor([0, 1, 0, 1], device=check.device))
 
 
 @pytest.mark.task("rope")

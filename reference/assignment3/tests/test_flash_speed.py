@@ -1,5 +1,8 @@
 """Hidden tests of task flash_speed (timing): the student's kernel against
-kernels.flash_attention.attention, on the same device in the same run.
+kernels.flash_attention.attention, on the same device in the same run and in the
+same mode (both compiled on a GPU, both in Triton's interpreter with
+`--timing-device cpu`). What is timed is the student's `_flash_fwd_kernel`, launched
+by the contract's launch_forward in the kernel worker: never torch host code.
 
 The timing protocol (grader.harness.timing) decides: fresh inputs for every call, the
 grader's own clock around each block, the reference timed between the
@@ -17,7 +20,7 @@ from grader.harness.timing import TimingCase, inputs_for
 
 pytestmark = pytest.mark.task("flash_speed")
 
-FLASH = "flash_attention"
+FLASH = "launch_forward"
 CASES = {  # id → ((B, H, N, D, causal) timed on a GPU, the same on the CPU)
     "long": ((4, 16, 4096, 64, False), (1, 1, 64, 16, False)),
     "long_causal_d128": ((4, 16, 4096, 128, True), (1, 1, 64, 16, True)),
@@ -38,5 +41,5 @@ def test_speed_against_the_reference_kernel(check, case_id):
                       kwargs={"causal": causal}, flops=attention_flops(batch, heads, n, head_dim, causal))
     q, k, v = inputs_for(case, device, seed=check.seed)
     out = check.call(FLASH, q, k, v, causal=causal)
-    check.compare(out, attention(q, k, v, causal), what=FLASH, section="§24")
+    check.compare(out, attention(q, k, v, causal), what="your _flash_fwd_kernel's output", section="§24")
     check.time_against(FLASH, attention, case)

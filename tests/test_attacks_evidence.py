@@ -1,0 +1,352 @@
+"""Attacks on the evidence that decides points, each at every sandbox level (bubblewrap, and the
+no-namespace stack forced with GRADE_NO_BWRAP=1):
+
+* work done where the run-time recorder is not: another thread (ThreadPoolExecutor, threading,
+  _thread), another process (multiprocessing, os.fork) — a CPU worker may start neither;
+* softmax reached through routes no name table lists (torch.distributions, gumbel_softmax with
+  its noise cancelled, torch.ops.aten): torch's dispatcher sees the same operation;
+* channels between students: System V shared memory and message queues, POSIX message queues,
+  in a batch of two graded side by side; nothing may be left behind;
+* kernel tasks (assignment 3): a trivial kernel beside torch host code, host code that overwrites
+  the kernel's result, a kernel body that calls Python: points come only from the kernel the
+  grader launches itself.
+
+Each attack asserts the exact record it gets, and that the course copy, the gradebook's other
+records and the host are untouched (grading runs in temporary copies of the course only).
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+
+from grader.core.course import Course
+from grader.pipeline.grading import grade, open_submission
+from grader.storage.gradebook import Gradebook
+from tests.conftest import ROOT
+from tests.test_attacks import ANSWERS, Classroom, attacker_processes, level, tree_digest  # noqa: F401
+
+pytestmark = [pytest.mark.sandbox]
+
+CORRECT_DOUBLE = "\ndef double(x):\n    return x * 2\n"
+
+
+def normalize_attack(body: str) -> str:
+    return "import os, sys, time, ctypes\nimport torch\nimport torch.nn.functional as F\n" + body + CORRECT_DOUBLE
+
+
+# attack → (its `normalize`, the static finding groups, (kind, words) of its first outcome)
+NORMALIZE_ATTACKS = {
+    "thread_pool": ('''
+from concurrent.futures import ThreadPoolExecutor
+
+def normalize(x):
+    with ThreadPoolExecutor(2) as pool:
+        return pool.submit(lambda: torch.distributions.Categorical(logits=x).probs).result()
+''', {"evasion"}, ("raised", "RuntimeError: can't start new thread")),
+    "threading_thread": ('''
+import threading
+
+def normalize(x):
+    out = []
+    worker = threading.Thread(target=lambda: out.append(torch.softmax(x, -1)))
+    worker.start()
+    worker.join()
+    return out[0]
+''', {"evasion", "softmax"}, ("raised", "RuntimeError: can't start new thread")),
+    "raw_thread": ('''
+import _thread
+
+def normalize(x):
+    box = []
+    _thread.start_new_thread(lambda: box.append(torch.distributions.Categorical(logits=x).probs), ())
+    while not box:
+        time.sleep(0.01)
+    return box[0]
+''', {"evasion"}, ("raised", "RuntimeError: can't start new thread")),
+    "multiprocessing_pool": ('''
+import multiprocessing
+
+def _probs(x):
+    return torch.distributions.Categorical(logits=x).probs
+
+def normalize(x):
+    with multiprocessing.get_context("fork").Pool(1) as pool:  # its lock is a file in /dev/shm
+        return pool.apply(_probs, (x,))
+''', {"evasion"}, ("raised", "PermissionError: [Errno 13] Permission denied")),
+    "forked_child": ('''
+import pickle
+
+def normalize(x):
+    read, write = os.pipe()
+    if os.fork() == 0:
+        os.write(write, pickle.dumps(torch.distributions.Categorical(logits=x).probs))
+        os._exit(0)
+    os.close(write)
+    return pickle.loads(os.read(read, 1 << 20))
+''', {"evasion"}, ("raised", "PermissionError: [Errno 1] Operation not permitted")),
+    "categorical": ('''
+def normalize(x):
+    return torch.distributions.Categorical(logits=x).probs
+''', set(), ("forbidden", "called a forbidden API (softmax)")),
+    "gumbel_without_noise": ('''
+def normalize(x):
+    return F.gumbel_softmax(x * 1e6, tau=1e6)
+''', {"softmax"}, ("forbidden", "called a forbidden API (softmax)")),
+    "aten_softmax": ('''
+def normalize(x):
+    return torch.ops.aten._softmax(x, -1, False)
+''', {"evasion", "softmax"}, ("forbidden", "called a forbidden API (softmax)")),
+    "log_softmax_exp": ('''
+def normalize(x):
+    return x.log_softmax(-1).exp()
+''', {"softmax"}, ("forbidden", "called a forbidden API (softmax)")),
+}
+
+
+@pytest.mark.parametrize("name", sorted(NORMALIZE_ATTACKS))
+def test_forbidden_work_out_of_the_recorders_sight_earns_nothing(tmp_path, level: str, name: str) -> None:
+    body, groups, (kind, words) = NORMALIZE_ATTACKS[name]
+    room = Classroom(tmp_path)
+    result = room.grade(normalize_attack(body))
+    tasks = {t.task_id: t for t in result.score.tasks}
+    first = next(o for o in result.outcomes if o.task == "normalize")
+    assert (first.status, first.kind) == ("failed", kind), (first.kind, first.message)
+    assert words in first.message, first.message
+    assert {f.group for f in result.findings if f.task == "normalize"} == groups
+    assert tasks["normalize"].earned == 0 and tasks["normalize"].status == "forbidden"
+    assert tasks["double"].earned == tasks["double"].points and tasks["quiz"].earned == tasks["quiz"].points
+    assert result.isolation_level.startswith(level)
+    room.untouched()
+
+
+# --------------------------------------------------------------------------------- IPC between students
+IPC_KEY = 0x6A0DE  # both students know it, as a class's cheaters would
+SENDER = f'''import ctypes, os, torch
+
+libc = ctypes.CDLL(None, use_errno=True)
+
+def _refused(result, what):
+    if result < 0:
+        raise OSError(ctypes.get_errno(), what + " refused")
+    return result
+
+def double(x):
+    segment = _refused(libc.shmget({IPC_KEY}, 64 << 20, 0o1666), "shmget")
+    queue = _refused(libc.msgget({IPC_KEY}, 0o1666), "msgget")
+    message = ctypes.create_string_buffer(b"\\x01\\x00\\x00\\x00\\x00\\x00\\x00\\x00" + str(x.tolist()).encode())
+    _refused(libc.msgsnd(queue, message, len(message.raw) - 8, 0), "msgsnd")
+    return x * 2
+'''
+RECEIVER = f'''import ctypes, time, torch
+
+libc = ctypes.CDLL(None, use_errno=True)
+
+def double(x):
+    time.sleep(1.0)  # the sender runs beside it
+    queue = libc.msgget({IPC_KEY}, 0o666)
+    if queue < 0:
+        raise OSError(ctypes.get_errno(), "msgget refused")
+    buffer = ctypes.create_string_buffer(4096)
+    got = libc.msgrcv(queue, buffer, 4088, 0, 0o4000)  # IPC_NOWAIT
+    if got < 0:
+        raise OSError(ctypes.get_errno(), "msgrcv refused")
+    raise AssertionError("received " + buffer.raw[8:8 + got].decode())
+'''
+POSIX_QUEUE = '''import ctypes, torch
+
+librt = ctypes.CDLL("librt.so.1", use_errno=True)
+
+def double(x):
+    if librt.mq_open(b"/grade-attack", 0o100 | 0o2, 0o666, None) < 0:  # O_CREAT | O_RDWR
+        raise OSError(ctypes.get_errno(), "mq_open refused")
+    return x * 2
+'''
+NORMALIZE = '''
+def normalize(x):
+    e = (x - x.amax(-1, keepdim=True)).exp()
+    return e / e.sum(-1, keepdim=True)
+'''
+
+
+def sysv_keys() -> set[str]:
+    keys = set()
+    for table in ("shm", "msg", "sem"):
+        lines = Path(f"/proc/sysvipc/{table}").read_text().splitlines()[1:]
+        keys |= {f"{table}:{line.split()[0]}" for line in lines}
+    return keys
+
+
+def posix_queues() -> set[str]:
+    folder = Path("/dev/mqueue")
+    return {p.name for p in folder.iterdir()} if folder.is_dir() else set()
+
+
+def test_students_graded_side_by_side_share_no_ipc_and_leave_none(tmp_path, level: str) -> None:
+    from grader.pipeline.batch import run_batch
+
+    room = Classroom(tmp_path)
+    before, queues = sysv_keys(), posix_queues()
+    submissions = tmp_path / "class"
+    for student, source in (("sender", SENDER), ("receiver", RECEIVER), ("posix", POSIX_QUEUE)):
+        (submissions / student).mkdir(parents=True)
+        (submissions / student / "mini.py").write_text(source + NORMALIZE)
+        (submissions / student / "answers.toml").write_text(ANSWERS)
+    with Gradebook(room.gradebook) as book:
+        summary = run_batch(room.course, "mini", submissions, book, jobs=2, write_reports=False, seed=3)
+        assert summary.errors == {}
+        records = {s: book.submissions("mini", s)[0].result for s in ("sender", "receiver", "posix")}
+    expected = {"sender": "PermissionError: [Errno 1] shmget refused",
+                "receiver": "PermissionError: [Errno 1] msgget refused",
+                "posix": "PermissionError: [Errno 1] mq_open refused"}
+    for student, result in records.items():
+        first = next(o for o in result.outcomes if o.task == "double")
+        assert (first.status, first.kind) == ("failed", "raised"), (student, first.message)
+        assert expected[student] in first.message, (student, first.message)
+        assert "received" not in first.message
+        assert result.isolation_level.startswith(level)
+        normalize = next(t for t in result.score.tasks if t.task_id == "normalize")
+        assert normalize.status == "forbidden"  # ctypes at import time: code the grader cannot check
+        assert {f.group for f in result.findings if f.task == "normalize"} == {"evasion"}
+    assert sysv_keys() == before and posix_queues() == queues
+    with Gradebook(room.gradebook) as book:  # the other student's record is as it was
+        assert repr(book.submissions("mini", "victim")[0].result.to_dict()) == room.victim
+    assert tree_digest(room.root, skip=room.gradebook_files) == room.digest
+    assert not attacker_processes(None)
+
+
+def test_ipc_objects_are_swept_where_seccomp_is_missing(monkeypatch, level: str) -> None:
+    """A host without seccomp lets a worker create IPC objects; they go with the worker."""
+    from grader.sandbox.client import Sandbox
+
+    if level == "bubblewrap":
+        pytest.skip("under bubblewrap the worker's IPC namespace ends with it")
+    monkeypatch.setenv("GRADE_SANDBOX_WITHOUT", "seccomp")
+    before = sysv_keys()
+    with Sandbox({"mini.py": (SENDER + NORMALIZE).encode()}, ["mini.py"]) as box:
+        import torch
+
+        result = box.call("double", (torch.ones(2),))
+        assert result.status == "ok", result.error
+        assert sysv_keys() - before  # made, while the worker lives
+        if box._slot is None:
+            pytest.skip("the sweep needs the worker's own uid")
+    assert sysv_keys() == before
+
+
+# ------------------------------------------------------------------------------ kernel tasks
+FLASH_HEADER = '''import math
+import torch
+import triton
+import triton.language as tl
+'''
+TORCH_ATTENTION = '''
+def _torch_attention(q, k, v, causal, sm_scale):
+    # attention by broadcasting: no matmul, no softmax operation
+    scores = (q.unsqueeze(-2) * k.unsqueeze(-3)).sum(-1) * sm_scale
+    if causal:
+        n = q.shape[-2]
+        scores = scores.masked_fill(torch.ones(n, n, dtype=torch.bool).triu(1), float("-inf"))
+    weights = (scores - scores.amax(-1, keepdim=True)).exp()
+    weights = weights / weights.sum(-1, keepdim=True)
+    return (weights.unsqueeze(-1) * v.unsqueeze(-3)).sum(-2)
+'''
+TRIVIAL_KERNEL = '''
+@triton.jit
+def _touch(X, N, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.store(X + offs, tl.load(X + offs, mask=offs < N), mask=offs < N)
+'''
+
+
+def reference_flash(replace: dict[str, str] | None = None) -> str:
+    text = (ROOT / "reference" / "assignment3" / "flash.py").read_text()
+    for old, new in (replace or {}).items():
+        assert text.count(old) == 1, old
+        text = text.replace(old, new)
+    return text
+
+
+KERNEL_ATTACKS = {
+    # The case first seen: a trivial kernel launched twice beside torch attention in a thread pool.
+    "torch_in_a_thread_beside_a_trivial_kernel": (FLASH_HEADER + TRIVIAL_KERNEL + TORCH_ATTENTION + '''
+from concurrent.futures import ThreadPoolExecutor
+
+def flash_attention(q, k, v, causal=False, sm_scale=None):
+    scratch = torch.zeros(16)
+    _touch[(1,)](scratch, 16, BLOCK=16)
+    _touch[(1,)](scratch, 16, BLOCK=16)
+    scale = 1.0 / math.sqrt(q.shape[-1]) if sm_scale is None else sm_scale
+    with ThreadPoolExecutor(1) as pool:
+        return pool.submit(_torch_attention, q, k, v, causal, scale).result().to(q.dtype)
+''', {"flash_forward": 0, "flash_launcher": 0, "flash_gqa": 0, "flash_backward": 0},
+        {"flash_forward": "not_implemented", "flash_launcher": "raised"}),
+    # A right kernel whose result the host code overwrites: the kernel keeps its points.
+    "result_overwritten_after_the_kernel": (reference_flash({
+        "    return _FlashAttention.apply(q, k, v, bool(causal), sm_scale)\n":
+        "    out = _FlashAttention.apply(q, k, v, bool(causal), sm_scale)\n"
+        "    return _torch_attention(q, k, v, bool(causal), sm_scale).to(q.dtype)\n"}) + TORCH_ATTENTION,
+        {"flash_forward": 30, "flash_launcher": 0, "flash_gqa": 5, "flash_backward": 10},
+        {"flash_launcher": "wrong"}),
+    # A kernel whose body calls a Python function: in the interpreter it would run, with torch.
+    "kernel_body_calls_python": (reference_flash({
+        "    empty = l_i == 0.0  # only possible for rows that see no key at all\n":
+        "    empty = l_i == 0.0  # only possible for rows that see no key at all\n"
+        "    acc = _python_help(acc)\n"}) + '''
+
+def _python_help(acc):
+    return acc
+''', {"flash_forward": 0, "flash_gqa": 0}, {}),
+    # A kernel body that reaches the interpreter's numpy array behind a tensor.
+    "kernel_body_reads_the_interpreters_array": (reference_flash({
+        "    q = tl.load(q_ptrs, mask=offs_m[:, None] < N_Q, other=0.0)  # [BLOCK_M, HEAD_DIM]\n":
+        "    q = tl.load(q_ptrs, mask=offs_m[:, None] < N_Q, other=0.0)  # [BLOCK_M, HEAD_DIM]\n"
+        "    peek = Q.handle\n"}),
+        {"flash_forward": 0, "flash_gqa": 0}, {}),
+}
+
+
+@pytest.fixture
+def course_copy(tmp_path) -> Course:
+    """A private copy of the real course (assignment 3 and the instructor's kernels)."""
+    root = tmp_path / "course"
+    for folder in ("assignments", "reference", "kernels"):
+        shutil.copytree(ROOT / folder, root / folder, ignore=shutil.ignore_patterns("__pycache__"))
+    return Course(root)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(KERNEL_ATTACKS))
+def test_kernel_tasks_earn_only_what_the_grader_launched(tmp_path, course_copy: Course, level: str,
+                                                         name: str) -> None:
+    source, points, kinds = KERNEL_ATTACKS[name]
+    digest = tree_digest(course_copy.root)
+    work = tmp_path / "attacker"
+    work.mkdir()
+    shutil.copy(ROOT / "reference" / "assignment3" / "efficient.py", work / "efficient.py")
+    (work / "flash.py").write_text(source)
+    started = time.monotonic()
+    result = grade(course_copy, "assignment3", open_submission(course_copy, "assignment3", work, student="attacker"),
+                   seed=7, timing_device="cpu")
+    elapsed = time.monotonic() - started
+    earned = {t.task_id: t.earned for t in result.score.tasks}
+    assert {task: earned[task] for task in points} == points, earned
+    for task, kind in kinds.items():
+        first = next(o for o in result.outcomes if o.task == task and o.status == "failed")
+        assert first.kind == kind, (task, first.kind, first.message)
+    if name.startswith("kernel_body"):
+        findings = {(f.task, f.group) for f in result.findings}
+        assert ("flash_forward", "kernel_code") in findings and ("flash_gqa", "kernel_code") in findings
+        assert ("flash_speed", "kernel_code") in findings
+    speed = [o for o in result.outcomes if o.task == "flash_speed"]
+    if points["flash_forward"] == 0:  # the timed kernel is the student's, launched by the grader
+        assert earned["flash_speed"] == 0
+    assert all(o.detail.get("timing", {}).get("cpu_timed", True) for o in speed)
+    assert result.isolation_level.startswith(level)
+    assert earned["gqa"] == 15 and earned["sliding_window"] == 15  # efficient.py is the reference's
+    assert tree_digest(course_copy.root) == digest
+    assert not attacker_processes(None)
+    assert elapsed < 600
