@@ -32,3 +32,32 @@ def mini_course(tmp_path: Path) -> Path:
 @pytest.fixture(scope="session")
 def course_root() -> Path:
     return ROOT
+
+
+# The sandbox levels every attack runs at, with the layers each needs here.
+STACKS = {"bubblewrap": {"bubblewrap", "landlock", "seccomp", "reaper"},
+          "process": {"process", "uid", "landlock", "seccomp", "reaper"}}
+
+
+@pytest.fixture(params=sorted(STACKS))
+def level(request, monkeypatch) -> str:
+    """Each sandbox level in turn: bubblewrap, and the no-namespace stack (GRADE_NO_BWRAP=1);
+    a level that lacks one of its layers here is skipped with the reason."""
+    from grader.pipeline.policy import host_isolation
+    from grader.sandbox.isolation import bwrap_works
+    from grader.sandbox.uids import DEFAULT_UID_RANGE
+
+    if request.param == "bubblewrap":
+        monkeypatch.delenv("GRADE_NO_BWRAP", raising=False)
+        if not bwrap_works():
+            pytest.skip("bubblewrap cannot create namespaces here")
+    else:
+        monkeypatch.setenv("GRADE_NO_BWRAP", "1")
+    isolation = host_isolation(DEFAULT_UID_RANGE)
+    lacking = STACKS[request.param] - set(isolation.layers)
+    if request.param == "bubblewrap" and os.geteuid() == 0:
+        lacking |= {"uid"} - set(isolation.layers)
+    if lacking:
+        reasons = "; ".join(f"{name}: {isolation.missing.get(name, 'missing')}" for name in sorted(lacking))
+        pytest.skip(f"the {request.param} level lacks {reasons}")
+    return request.param

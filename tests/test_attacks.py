@@ -30,14 +30,9 @@ from grader.core.course import Course
 from grader.core.records import PASSED, TestOutcome
 from grader.core.scoring import score
 from grader.pipeline.grading import grade, open_submission
-from grader.pipeline.policy import host_isolation
-from grader.sandbox.isolation import bwrap_works
-from grader.sandbox.uids import DEFAULT_UID_RANGE
 from grader.storage.gradebook import Gradebook
 from tests.conftest import MINI_COURSE
 
-STACKS = {"bubblewrap": {"bubblewrap", "landlock", "seccomp", "reaper"},
-          "process": {"process", "uid", "landlock", "seccomp", "reaper"}}
 CORRECT_NORMALIZE = '''
 def normalize(x):
     e = (x - x.amax(-1, keepdim=True)).exp()
@@ -45,24 +40,6 @@ def normalize(x):
 '''
 ANSWERS = "row_sum = 1\nratio = 1.43\n"
 DAEMON_NAME = "gradeattackd"  # what a surviving attacker process would be called in /proc/<pid>/comm
-
-
-@pytest.fixture(params=sorted(STACKS))
-def level(request, monkeypatch) -> str:
-    if request.param == "bubblewrap":
-        monkeypatch.delenv("GRADE_NO_BWRAP", raising=False)
-        if not bwrap_works():
-            pytest.skip("bubblewrap cannot create namespaces here")
-    else:
-        monkeypatch.setenv("GRADE_NO_BWRAP", "1")
-    isolation = host_isolation(DEFAULT_UID_RANGE)
-    lacking = STACKS[request.param] - set(isolation.layers)
-    if request.param == "bubblewrap" and os.geteuid() == 0:
-        lacking |= {"uid"} - set(isolation.layers)
-    if lacking:
-        reasons = "; ".join(f"{name}: {isolation.missing.get(name, 'missing')}" for name in sorted(lacking))
-        pytest.skip(f"the {request.param} level lacks {reasons}")
-    return request.param
 
 
 def tree_digest(root: Path, skip: set[Path] = frozenset()) -> str:
@@ -500,9 +477,8 @@ def test_a_worker_cannot_touch_another_students_worker(level: str) -> None:
 
 def test_the_worker_is_stopped_while_the_reference_is_timed(level: str) -> None:
     from grader.harness.runners import SandboxRunner
-    from grader.sandbox.client import Sandbox
-
     from grader.sandbox import protocol
+    from grader.sandbox.client import Sandbox
 
     with Sandbox({"n.py": NEIGHBOUR}, ["n.py"]) as box:
         runner = SandboxRunner(box)

@@ -27,7 +27,7 @@ from grader.core.course import Course
 from grader.pipeline.grading import grade, open_submission
 from grader.storage.gradebook import Gradebook
 from tests.conftest import ROOT
-from tests.test_attacks import ANSWERS, Classroom, attacker_processes, level, tree_digest  # noqa: F401
+from tests.test_attacks import ANSWERS, Classroom, attacker_processes, tree_digest
 
 pytestmark = [pytest.mark.sandbox]
 

@@ -425,8 +425,8 @@ def test_host_code_findings_cost_the_launcher_task_and_kernel_findings_every_tas
     assert {(f.task, f.group) for f in findings if f.group == "no_triton_launch"} == {
         ("flash_launcher", "no_triton_launch")}
     reference = (ROOT / "reference/assignment3/flash.py").read_text()
-    python_inside = reference.replace("    m_i = tl.full([BLOCK_M], float(\"-inf\"), tl.float32)\n",
-                                      "    m_i = tl.full([BLOCK_M], float(\"-inf\"), tl.float32)\n    ok = len(sys.argv)\n", 1)
+    first = "    m_i = tl.full([BLOCK_M], float(\"-inf\"), tl.float32)\n"
+    python_inside = reference.replace(first, first + "    ok = len(sys.argv)\n", 1)
     findings, _ = check_sources(manifest, {**sources, "flash.py": "import sys\n" + python_inside})
     assert {(f.task, f.group) for f in findings} == {  # every task that launches the forward kernel
         ("flash_forward", "kernel_code"), ("flash_gqa", "kernel_code"), ("flash_speed", "kernel_code"),

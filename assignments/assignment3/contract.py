@@ -23,10 +23,9 @@ from __future__ import annotations
 
 import math
 
+import flash
 import torch
 import triton
-
-import flash
 
 FORWARD = {"BLOCK_M": 64, "BLOCK_N": 64, "NUM_WARPS": 4, "NUM_STAGES": 2}
 BACKWARD = {"BWD_BLOCK_M": 32, "BWD_BLOCK_N": 32, "BWD_NUM_WARPS": 4, "BWD_NUM_STAGES": 1}
