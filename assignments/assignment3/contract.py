@@ -55,6 +55,7 @@ def kernel(name: str):
 
 
 def _strides(*tensors: torch.Tensor) -> list[int]:
+    """Given; do not change: every tensor's strides, in order (as the kernels take them)."""
     return [s for t in tensors for s in t.stride()]
 
 

@@ -181,9 +181,10 @@ def flash_attention_grads(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, gra
                           causal: bool = False, sm_scale: float | None = None):
     """(dq, dk, dv): gradients of Σ flash_attention(q, k, v) · grad_out, through your launcher.
 
-    Given, for your own checks of the flash_backward bonus (the grader launches your backward
-    kernels itself, through contract.launch_backward): it only works once flash_attention is
-    differentiable (a torch.autograd.Function whose backward runs your Triton kernels). §24.
+    Given; do not change. For your own checks of the flash_backward bonus (the grader launches
+    your backward kernels itself, through contract.launch_backward): it only works once
+    flash_attention is differentiable (a torch.autograd.Function whose backward runs your
+    Triton kernels). Lecture §24.
     """
     q, k, v = (t.detach().requires_grad_(True) for t in (q, k, v))
     with torch.enable_grad():

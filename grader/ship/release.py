@@ -245,7 +245,8 @@ def _blank_answers(data: bytes) -> tuple[list[str], str]:
 
 def pristine_problems(bundle: dict[str, bytes], manifest: Manifest) -> list[str]:
     """Why the bundle's starter is not blank (empty when it is): each task function that is missing
-    or does not raise NotImplementedError first, and each answered question of answers.toml."""
+    or does not raise NotImplementedError first, a kernel contract's missing launcher module, and
+    each answered question of answers.toml."""
     problems = []
     defined: dict[str, tuple[str, ast.FunctionDef | ast.AsyncFunctionDef]] = {}
     every_module_read = True
@@ -259,7 +260,12 @@ def pristine_problems(bundle: dict[str, bytes], manifest: Manifest) -> list[str]
         for node in tree.body:
             if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
                 defined[node.name] = (module, node)
+    if manifest.contract is not None and manifest.contract.module not in bundle:
+        problems.append(f"{manifest.contract.module}: missing (the kernel contract: how the grader launches the "
+                        f"students' kernels)")
     for name in manifest.functions:
+        if manifest.is_launcher(name):  # the course's launcher, in the contract module: no student stub
+            continue
         if name not in defined:
             if every_module_read:
                 problems.append(f"{name}: no stub in {', '.join(manifest.files)} (a task names it)")
