@@ -17,10 +17,10 @@ per-submission cost at --jobs 2 at most 1 s, and a class of 500 graded at
 
     python benchmarks/bench_batch.py [--count 40] [--rounds 3] [--settings local:1 local:2 ray:2 bwrap:2]
 
-The level: this script sets GRADE_NO_BWRAP=1 (the no-namespace level, where every
-sandbox worker forks from its pool worker's template process) for every setting but
-`bwrap:N`, whose pool workers use bubblewrap; each row names the level its workers
-reported. The machine may be shared, so the settings are interleaved: in each round
+The level: every setting but `bwrap:N` grades at the no-namespace level (the assignment's
+sandbox switches turn bubblewrap off; every sandbox worker forks from its pool worker's
+template process); `bwrap:N` grades under bubblewrap. Each row names the level its
+workers reported. The machine may be shared, so the settings are interleaved: in each round
 the whole class is graded at every setting in turn (alternating order, a fresh
 gradebook each time), then one lone `grade submit` is timed; the median round
 counts. One executor per setting lives for the whole run,
@@ -32,7 +32,6 @@ round and after: rerun when it was high.
 from __future__ import annotations
 
 import argparse
-import multiprocessing
 import os
 import statistics
 import subprocess
@@ -43,35 +42,22 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-os.environ["GRADE_NO_BWRAP"] = "1"  # before any worker starts: the level this benchmark measures
-
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
 from class_builder import ASSIGNMENT, STUDENTS, build_class, write_student  # noqa: E402
 
+from grader.core.assignment import Assignment  # noqa: E402
 from grader.core.course import Course  # noqa: E402
-from grader.pipeline.batch import LocalProcessExecutor, _warm_worker, run_batch  # noqa: E402
+from grader.pipeline.batch import run_batch  # noqa: E402
+from grader.pipeline.local_pool import LocalProcessExecutor  # noqa: E402
+from grader.sandbox.isolation import SandboxSwitches  # noqa: E402
 from grader.storage.gradebook import Gradebook  # noqa: E402
 
 CLASS_OF = 500
 TARGET_SPEEDUP = 1.8
 TARGET_PER_SUBMISSION_S = 1.0
 TARGET_CLASS_MIN = 10.0
-
-
-def _bubblewrap_worker(course_root: str, assignment_id: str) -> None:
-    """Pool initializer of the bubblewrap row: this worker's sandboxes use bubblewrap again."""
-    os.environ.pop("GRADE_NO_BWRAP", None)
-    _warm_worker(course_root, assignment_id)
-
-
-class BubblewrapPool(LocalProcessExecutor):
-    """The local pool, whose workers grade at the bubblewrap level (the comparison row)."""
-
-    def _start(self) -> ProcessPoolExecutor:
-        return ProcessPoolExecutor(max_workers=self.jobs, mp_context=multiprocessing.get_context("forkserver"),
-                                   initializer=_bubblewrap_worker, initargs=self._initargs)
 
 
 @dataclass
@@ -83,6 +69,7 @@ class Setting:
     graded: int = 0
     worker_s: float = 0.0
     levels: set[str] = field(default_factory=set)
+    assignment: Assignment | None = None
 
     @property
     def jobs(self) -> int:
@@ -106,15 +93,14 @@ class Setting:
 
 def make_executor(setting: Setting, course: Path):
     kind, jobs = setting.name.split(":")[0], setting.jobs
-    if kind == "local":
-        return LocalProcessExecutor(jobs, course_root=str(course), assignment_id=ASSIGNMENT)
-    if kind == "bwrap":
-        return BubblewrapPool(jobs, course_root=str(course), assignment_id=ASSIGNMENT)
+    if kind not in ("local", "bwrap", "ray"):
+        raise SystemExit(f"unknown setting {setting.name!r} (local:N, ray:N or bwrap:N)")
+    setting.assignment = Assignment.load(Course(course), ASSIGNMENT, SandboxSwitches(no_bubblewrap=kind != "bwrap"))
     if kind == "ray":
         from grader.pipeline.ray_executor import RayExecutor
 
-        return RayExecutor(jobs, course_root=str(course), assignment_id=ASSIGNMENT)  # starts Ray here
-    raise SystemExit(f"unknown setting {setting.name!r} (local:N, ray:N or bwrap:N)")
+        return RayExecutor(jobs, assignment=setting.assignment)  # starts Ray here
+    return LocalProcessExecutor(jobs, assignment=setting.assignment)
 
 
 def make_class(root: Path, count: int) -> tuple[Path, Path, Path]:
@@ -166,15 +152,15 @@ def lone_submit(course: Path, workspace: Path, state: Path) -> float:
                "--workspace", str(workspace), "--gradebook", str(state / "lone.sqlite"),
                "--html", str(state / "lone.html")]
     started = time.perf_counter()
-    subprocess.run(command, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    subprocess.run(command, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                   env={**os.environ, "GRADE_NO_BWRAP": "1"})  # the no-namespace level, as the local rows
     return time.perf_counter() - started
 
 
 def grade(setting: Setting, course: Path, folder: Path, book_path: Path) -> tuple[float, int]:
     with Gradebook(book_path) as book:
         started = time.perf_counter()
-        summary = run_batch(Course(course), ASSIGNMENT, folder, book, jobs=setting.jobs,
-                            executor=setting.executor)
+        summary = run_batch(setting.assignment, folder, book, jobs=setting.jobs, executor=setting.executor)
         wall = time.perf_counter() - started
         if summary.errors:
             raise SystemExit(f"{setting.name}: unexpected errors: {summary.errors}")

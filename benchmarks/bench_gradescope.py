@@ -39,14 +39,15 @@ READY = """
 import json, os, sys, time
 from pathlib import Path
 sys.path.insert(0, {root!r})
+from grader.core.assignment import Assignment
 from grader.core.course import Course
-from grader.core.manifest import load_manifest
-from grader.harness.diagnose import load_reference
+from grader.harness.reference import load_reference
 from grader.sandbox.client import Sandbox
 import pytest  # noqa: F401  (the trusted process runs the hidden suite with it)
 course = Course(Path({root!r}))
-manifest = load_manifest(course.assignment_dir({assignment!r}) / "assignment.toml")
-load_reference(course.root, manifest)
+assignment = Assignment.load(course, {assignment!r})
+manifest = assignment.manifest
+load_reference(assignment)
 files = {{name: (course.reference_for({assignment!r}) / name).read_bytes() for name in manifest.files}}
 box = Sandbox(files, list(manifest.files), limits=manifest.limits, protected=(str(course.root),))
 box.start()
@@ -143,23 +144,22 @@ def run_memory(assignment: str, env: dict, cpus: str | None, home: Path) -> tupl
 
 def autograder_home(assignment: str, folder: Path, mutant_id: str | None) -> Path:
     """An /autograder-like folder: the bundle unzipped, the reference (with a mutant) as the submission."""
+    from grader.core.assignment import Assignment
     from grader.core.course import Course
-    from grader.core.manifest import load_manifest
-    from grader.harness.diagnose import load_reference
+    from grader.harness.reference import load_reference
     from grader.pipeline.validate import reference_workspace
     from grader.ship.autograder import MAX_TIMEOUT_MINUTES, build_autograder
 
-    course = Course(ROOT)
-    bundle = build_autograder(course, assignment, folder / "bundle.zip", timeout_minutes=MAX_TIMEOUT_MINUTES)
+    assigned = Assignment.load(Course(ROOT), assignment)
+    bundle = build_autograder(assigned, folder / "bundle.zip", timeout_minutes=MAX_TIMEOUT_MINUTES)
     home = folder / "autograder"
     with zipfile.ZipFile(bundle) as archive:
         archive.extractall(home / "source")
-    manifest = load_manifest(course.assignment_dir(assignment) / "assignment.toml")
     mutant = None
     if mutant_id:
-        mutants = {m.id: m for m in load_reference(course.root, manifest)[1]}
+        mutants = {m.id: m for m in load_reference(assigned)[1]}
         mutant = mutants[mutant_id]
-    reference_workspace(course, manifest, home / "submission", mutant)
+    reference_workspace(assigned, home / "submission", mutant)
     (home / "submission_metadata.json").write_text(json.dumps({"created_at": "2026-01-01T00:00:00+00:00"}))
     return home
 

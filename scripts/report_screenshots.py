@@ -16,12 +16,12 @@ import sys
 import tempfile
 from pathlib import Path
 
+from grader.core.assignment import Assignment
 from grader.core.course import Course
-from grader.core.manifest import load_manifest
-from grader.harness.diagnose import load_reference
-from grader.pipeline.grading import grade, open_submission
+from grader.harness.reference import load_reference
+from grader.pipeline.grading import GradeRequest, grade, open_submission
+from grader.pipeline.record import HtmlReport
 from grader.pipeline.validate import reference_workspace
-from grader.render.report import write_html
 from tests.browser import screenshot
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -38,11 +38,11 @@ SHOWCASE: dict[str, tuple[tuple[str, ...], dict[str, str]]] = {
 }
 
 
-def failing_workspace(course: Course, assignment_id: str, target: Path, tasks: int = 3) -> Path:
+def failing_workspace(assignment: Assignment, target: Path, tasks: int = 3) -> Path:
     """The reference with SHOWCASE's mistakes (else the first mutant of `tasks` tasks) swapped in."""
-    manifest = load_manifest(course.assignment_dir(assignment_id) / "assignment.toml")
-    _, mutants = load_reference(course.root, manifest)
-    wanted, patches = SHOWCASE.get(assignment_id, ((), {}))
+    manifest = assignment.manifest
+    _, mutants = load_reference(assignment)
+    wanted, patches = SHOWCASE.get(assignment.id, ((), {}))
     chosen = [m for m in mutants if m.id in wanted]
     if not chosen:
         seen: set[str] = set()
@@ -51,7 +51,7 @@ def failing_workspace(course: Course, assignment_id: str, target: Path, tasks: i
             if task and task.id not in seen and len(chosen) < tasks:
                 seen.add(task.id)
                 chosen.append(mutant)
-    workspace = reference_workspace(course, manifest, target, chosen)
+    workspace = reference_workspace(assignment, target, chosen)
     for filename, fixture in patches.items():
         if fixture.startswith("triton_kernels/"):  # a whole kernel file replaces the reference's
             shutil.copyfile(FIXTURES / fixture, workspace / filename)
@@ -64,16 +64,23 @@ def failing_workspace(course: Course, assignment_id: str, target: Path, tasks: i
 def main(assignments: list[str]) -> None:
     course = Course(ROOT)
     for assignment_id in assignments or course.assignment_ids():
+        assignment = Assignment.load(course, assignment_id)
         with tempfile.TemporaryDirectory() as temp:
-            workspace = failing_workspace(course, assignment_id, Path(temp) / "student")
-            result = grade(course, assignment_id, open_submission(course, assignment_id, workspace,
-                                                                  student="sample-student"),
-                           allow_weak_sandbox=True)
-            html = write_html(result, Path(temp) / "report.html", course.templates_dir)
+            workspace = failing_workspace(assignment, Path(temp) / "student")
+            result = grade(assignment, open_submission(assignment, workspace, student="sample-student"),
+                           GradeRequest(allow_weak_sandbox=True))
+            html = Path(temp) / "report.html"
+            HtmlReport(html, course.templates_dir).deliver(result, None)
             png = ROOT / "docs" / f"report-{assignment_id}.png"
             screenshot(html, png, width=1000, height=2400)
             print(f"{assignment_id}: {result.score.total:g}/{result.score.max_points:g} → {png}")
 
 
 if __name__ == "__main__":
+    import os
+
+    import torch
+
+    if not torch.cuda.is_available():  # this script's edge: Triton's interpreter for the kernels
+        os.environ.setdefault("TRITON_INTERPRET", "1")
     main(sys.argv[1:])

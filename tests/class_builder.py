@@ -289,11 +289,11 @@ def write_roster(path: Path, students: list[Student] = STUDENTS) -> Path:
     return path
 
 
-def grade_or_exit(job, submission=None, *, killer: str, started: str):
+def grade_or_exit(job, submission=None, *, killer: str, started: str, render_report: bool = False):
     """A batch job for the executor tests (a pool worker's or a Ray actor's): the killer's job
     ends its process (os._exit) once a neighbour's grading has started; every other job is
-    graded for real (grader.pipeline.batch.run_job)."""
-    from grader.pipeline.batch import run_job
+    graded for real (grader.pipeline.jobs.run_job)."""
+    from grader.pipeline.jobs import run_job
 
     if job.student == killer:
         deadline = time.monotonic() + 120
@@ -301,5 +301,5 @@ def grade_or_exit(job, submission=None, *, killer: str, started: str):
             time.sleep(0.05)
         os._exit(70)
     (Path(started) / job.student).touch()
-    return run_job(job, submission)
+    return run_job(job, submission, render_report=render_report)
 

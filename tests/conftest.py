@@ -61,3 +61,39 @@ def level(request, monkeypatch) -> str:
         reasons = "; ".join(f"{name}: {isolation.missing.get(name, 'missing')}" for name in sorted(lacking))
         pytest.skip(f"the {request.param} level lacks {reasons}")
     return request.param
+
+
+def grade_workspace(course, assignment_id: str, workspace, *, student: str | None = None, submitted_at=None,
+                    **request):
+    """One grading through the real pipeline, as `grade submit` grades (nothing recorded): the
+    assignment built once, the submission opened, graded as `request` says (GradeRequest's fields)."""
+    from grader.core.assignment import Assignment
+    from grader.pipeline.grading import GradeRequest, grade, open_submission
+
+    assignment = Assignment.load(course, assignment_id)
+    submission = open_submission(assignment, workspace, student=student, submitted_at=submitted_at)
+    return grade(assignment, submission, GradeRequest(**request))
+
+
+def assignment_of(course, assignment_id: str):
+    """The Assignment of `course` (a Course, or a course root) named `assignment_id`, as a command builds it."""
+    from grader.core.assignment import Assignment
+    from grader.core.course import Course
+
+    return Assignment.load(course if isinstance(course, Course) else Course(Path(course)), assignment_id)
+
+
+def write_report(result, path, templates_dir) -> Path:
+    """The student's HTML report at `path`, through the sink `grade submit` uses."""
+    from grader.pipeline.record import HtmlReport
+
+    HtmlReport(Path(path), Path(templates_dir)).deliver(result, None)
+    return Path(path)
+
+
+def write_results(result, path, manifest=None) -> Path:
+    """Gradescope's results.json at `path`, through the sink `grade submit --json` uses."""
+    from grader.pipeline.record import ResultsJson
+
+    ResultsJson(Path(path), manifest).deliver(result, None)
+    return Path(path)

@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 if TYPE_CHECKING:
-    from grader.harness.diagnose import Mutant
+    from grader.harness.catalogue import Mutant
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # `reference` is a top-level package of the course root
@@ -109,13 +109,11 @@ def failing(run: dict) -> dict[str, dict]:
 
 def mutant_workspace(folder: Path, assignment_id: str, mutant: Mutant) -> Path:
     """`folder` as `grade validate` builds it for `mutant`: the reference with the mutant swapped in."""
+    from grader.core.assignment import Assignment
     from grader.core.course import Course
-    from grader.core.manifest import load_manifest
     from grader.pipeline.validate import reference_workspace
 
-    course = Course(ROOT)
-    manifest = load_manifest(course.assignment_dir(assignment_id) / "assignment.toml")
-    return reference_workspace(course, manifest, folder, mutant)
+    return reference_workspace(Assignment.load(Course(ROOT), assignment_id), folder, mutant)
 
 
 def run_mutants(assignment_id: str, mutants: Iterable[Mutant], tests: Callable[[Mutant], Sequence[Path]],

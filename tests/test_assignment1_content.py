@@ -37,7 +37,7 @@ PARTS = 2  # two child processes share the mutants
 
 
 def _mutants():
-    from grader.harness.diagnose import load_mutants
+    from grader.harness.catalogue import load_mutants
 
     return load_mutants("reference.assignment1.mutants")
 

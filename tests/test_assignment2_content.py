@@ -25,7 +25,7 @@ if str(ROOT) not in sys.path:  # `reference` is a top-level package of the cours
     sys.path.insert(0, str(ROOT))
 
 from grader.core.manifest import load_manifest  # noqa: E402
-from grader.harness.diagnose import load_mutants  # noqa: E402
+from grader.harness.catalogue import load_mutants  # noqa: E402
 from reference.assignment2 import multihead, positions  # noqa: E402
 from tests import content_harness as harness  # noqa: E402
 

@@ -58,7 +58,7 @@ CHILD_TIMEOUT_S = 900
 
 
 def _mutants():
-    from grader.harness.diagnose import load_mutants
+    from grader.harness.catalogue import load_mutants
 
     return load_mutants("reference.assignment3.mutants")
 

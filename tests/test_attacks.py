@@ -26,12 +26,13 @@ from pathlib import Path
 
 import pytest
 
+from grader.core.assignment import Assignment
 from grader.core.course import Course
 from grader.core.records import PASSED, TestOutcome
 from grader.core.scoring import score
-from grader.pipeline.grading import grade, open_submission
+from grader.pipeline.grading import GradeRequest, grade, open_submission
 from grader.storage.gradebook import Gradebook
-from tests.conftest import MINI_COURSE
+from tests.conftest import MINI_COURSE, grade_workspace
 
 CORRECT_NORMALIZE = '''
 def normalize(x):
@@ -106,8 +107,9 @@ class Classroom:
         work.mkdir()
         (work / "mini.py").write_text(source)
         (work / "answers.toml").write_text(answers)
-        submission = open_submission(self.course, "mini", work, student=student)
-        result = grade(self.course, "mini", submission, protected=(str(self.gradebook),))
+        assignment = Assignment.load(self.course, "mini")
+        submission = open_submission(assignment, work, student=student)
+        result = grade(assignment, submission, GradeRequest(protected=(str(self.gradebook),)))
         used = re.search(r"\buid (\d+)", result.isolation)
         self.worker_uid = int(used.group(1)) if used else None
         with Gradebook(self.gradebook) as book:
@@ -417,7 +419,7 @@ def test_timing_attack_earns_no_speed_credit(tmp_path, level: str, name: str, de
     work.mkdir()
     (work / "speedy.py").write_text(source)
     course = Course(root)
-    result = grade(course, "speedy", open_submission(course, "speedy", work, student=name), timing_device=device)
+    result = grade_workspace(course, "speedy", work, student=name, timing_device=device)
     speed = next(o for o in result.outcomes if o.task == "attend_speed")
     tasks = {t.task_id: t for t in result.score.tasks}
     assert tasks["attend"].earned == tasks["attend"].points  # the kernel is correct when it is checked

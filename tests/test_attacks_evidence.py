@@ -24,9 +24,8 @@ from pathlib import Path
 import pytest
 
 from grader.core.course import Course
-from grader.pipeline.grading import grade, open_submission
 from grader.storage.gradebook import Gradebook
-from tests.conftest import ROOT
+from tests.conftest import ROOT, assignment_of, grade_workspace
 from tests.test_attacks import ANSWERS, Classroom, attacker_processes, tree_digest
 
 pytestmark = [pytest.mark.sandbox]
@@ -196,7 +195,7 @@ def test_students_graded_side_by_side_share_no_ipc_and_leave_none(tmp_path, leve
         (submissions / student / "mini.py").write_text(source + NORMALIZE)
         (submissions / student / "answers.toml").write_text(ANSWERS)
     with Gradebook(room.gradebook) as book:
-        summary = run_batch(room.course, "mini", submissions, book, jobs=2, write_reports=False, seed=3)
+        summary = run_batch(assignment_of(room.course, "mini"), submissions, book, jobs=2, write_reports=False, seed=3)
         assert summary.errors == {}
         records = {s: book.submissions("mini", s)[0].result for s in ("sender", "receiver", "posix")}
     expected = {"sender": "PermissionError: [Errno 1] shmget refused",
@@ -329,8 +328,7 @@ def test_kernel_tasks_earn_only_what_the_grader_launched(tmp_path, course_copy: 
     shutil.copy(ROOT / "reference" / "assignment3" / "efficient.py", work / "efficient.py")
     (work / "flash.py").write_text(source)
     started = time.monotonic()
-    result = grade(course_copy, "assignment3", open_submission(course_copy, "assignment3", work, student="attacker"),
-                   seed=7, timing_device="cpu")
+    result = grade_workspace(course_copy, "assignment3", work, student="attacker", seed=7, timing_device="cpu")
     elapsed = time.monotonic() - started
     earned = {t.task_id: t.earned for t in result.score.tasks}
     assert {task: earned[task] for task in points} == points, earned

@@ -14,7 +14,6 @@ import json
 import re
 import sqlite3
 from concurrent.futures import Future
-from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,9 +25,14 @@ from grader.cli.main import main
 from grader.core.course import Course
 from grader.core.errors import ClassDataError, GraderError
 from grader.intake.submission import load_submission
-from grader.pipeline.batch import GradingJob, JobResult, LocalProcessExecutor, discover, run_batch
+from grader.pipeline.batch import run_batch
+from grader.pipeline.discovery import discover
+from grader.pipeline.executor import ExecutorBroken
+from grader.pipeline.jobs import GradingJob, JobResult
+from grader.pipeline.local_pool import LocalProcessExecutor
 from grader.render.class_report import class_view_model
 from grader.storage.gradebook import Gradebook
+from tests.conftest import assignment_of
 
 GRADED = [s for s in STUDENTS if not s.error]
 ERRORS = [s for s in STUDENTS if s.error]
@@ -164,7 +168,7 @@ def test_gradescope_export_one_results_json_per_student(graded_class: GradedClas
 def test_class_report_numbers(graded_class: GradedClass, tmp_path: Path):
     course = Course(graded_class.course)
     with Gradebook(graded_class.gradebook) as book:
-        model = class_view_model(course, ASSIGNMENT, book)
+        model = class_view_model(assignment_of(course, ASSIGNMENT), book)
     totals = [s.expected_total for s in GRADED]
     assert model["counts"] == {"roster": 34, "graded": 30, "missing": 4, "late": 3, "errors": 2,
                                "submissions": 30}
@@ -217,10 +221,15 @@ def test_class_report_numbers(graded_class: GradedClass, tmp_path: Path):
 class ReplayExecutor:
     """Returns stored results instead of grading: counts what a batch asks for."""
 
+    slots = 1
+
     def __init__(self, results: dict[str, dict], fail: dict[str, object] | None = None):
         self.results = results
         self.fail = fail or {}
         self.submitted: list[str] = []
+
+    def restart(self) -> None:
+        pass
 
     def submit(self, job: GradingJob) -> Future:
         self.submitted.append(job.student)
@@ -256,14 +265,14 @@ def test_killed_batch_resumes_with_the_rest_only(graded_class: GradedClass, tmp_
             book.record(record.result, load_submission(
                 next(graded_class.submissions.glob(f"{student}*")), ("mini.py",), student=student))
         executor = ReplayExecutor(results)
-        summary = run_batch(course, ASSIGNMENT, graded_class.submissions, book, executor=executor,
+        summary = run_batch(assignment_of(course, ASSIGNMENT), graded_class.submissions, book, executor=executor,
                             write_reports=False)
         assert sorted(executor.submitted) == sorted(set(results) - set(half))
         assert sorted(summary.skipped) == half and sorted(summary.graded) == sorted(executor.submitted)
         assert book.count("submissions") == len(results)
         # --force regrades everything, replacing rows instead of adding them
         again = ReplayExecutor(results)
-        summary = run_batch(course, ASSIGNMENT, graded_class.submissions, book, executor=again,
+        summary = run_batch(assignment_of(course, ASSIGNMENT), graded_class.submissions, book, executor=again,
                             force=True, write_reports=False)
         assert sorted(again.submitted) == sorted(results) and not summary.skipped
         assert book.count("submissions") == len(results)
@@ -282,14 +291,15 @@ def test_grader_failures_are_recorded_and_the_batch_goes_on(tmp_path: Path, mini
     executor = ReplayExecutor(results, fail={"s03": "grader error: ValueError: boom (at suite.py:12)",
                                              "s05": RuntimeError("executor lost the job")})
     with Gradebook(tmp_path / "gb.sqlite") as book:
-        summary = run_batch(course, ASSIGNMENT, submissions, book, executor=executor, write_reports=False)
+        summary = run_batch(assignment_of(course, ASSIGNMENT), submissions, book, executor=executor,
+                            write_reports=False)
         assert sorted(summary.graded) == ["s01", "s08"]
         assert summary.errors["s03"].startswith("grader error: ValueError: boom")
         assert "RuntimeError: executor lost the job" in summary.errors["s05"]
         assert {e["student"] for e in book.errors(ASSIGNMENT)} == {"s03", "s05"}
         # the next run retries only the errors; a success clears the error row
         retry = ReplayExecutor(results)
-        summary = run_batch(course, ASSIGNMENT, submissions, book, executor=retry, write_reports=False)
+        summary = run_batch(assignment_of(course, ASSIGNMENT), submissions, book, executor=retry, write_reports=False)
         assert sorted(retry.submitted) == ["s03", "s05"] and sorted(summary.skipped) == ["s01", "s08"]
         assert book.errors(ASSIGNMENT) == [] and book.count("submissions") == 4
 
@@ -307,9 +317,9 @@ def test_a_dying_worker_is_retried_then_recorded(tmp_path: Path, mini_result_dic
         def restart(self) -> None:
             self.restarts += 1
 
-    executor = Crashy(results, fail={"s03": BrokenProcessPool("worker died")})
+    executor = Crashy(results, fail={"s03": ExecutorBroken("worker died")})
     with Gradebook(tmp_path / "gb.sqlite") as book:
-        summary = run_batch(Course(course_dir), ASSIGNMENT, submissions, book, executor=executor,
+        summary = run_batch(assignment_of(course_dir, ASSIGNMENT), submissions, book, executor=executor,
                             write_reports=False)
     assert summary.graded == ["s01"] and "died 2 times" in summary.errors["s03"]
     assert executor.submitted.count("s03") == 2 and executor.restarts == 2  # a broken pool is always replaced
@@ -330,7 +340,7 @@ def test_a_job_refused_by_a_broken_pool_is_not_charged(tmp_path: Path, mini_resu
         def submit(self, job: GradingJob) -> Future:
             if job.student == "s03" and self.refusals:
                 self.refusals -= 1
-                raise BrokenProcessPool("A child process terminated abruptly")
+                raise ExecutorBroken("A child process terminated abruptly")
             return super().submit(job)
 
         def restart(self) -> None:
@@ -338,7 +348,7 @@ def test_a_job_refused_by_a_broken_pool_is_not_charged(tmp_path: Path, mini_resu
 
     executor = Refusing(results)
     with Gradebook(tmp_path / "gb.sqlite") as book:
-        summary = run_batch(Course(course_dir), ASSIGNMENT, submissions, book, jobs=1, executor=executor,
+        summary = run_batch(assignment_of(course_dir, ASSIGNMENT), submissions, book, jobs=1, executor=executor,
                             write_reports=False)
         assert sorted(summary.graded) == ["s01", "s03"] and summary.errors == {}
         assert book.errors(ASSIGNMENT) == [] and executor.restarts == 1
@@ -346,7 +356,7 @@ def test_a_job_refused_by_a_broken_pool_is_not_charged(tmp_path: Path, mini_resu
     executor = Refusing(results)
     executor.refusals = 2
     with Gradebook(tmp_path / "gb2.sqlite") as book, pytest.raises(GraderError, match="restarting did not"):
-        run_batch(Course(course_dir), ASSIGNMENT, submissions, book, jobs=1, executor=executor,
+        run_batch(assignment_of(course_dir, ASSIGNMENT), submissions, book, jobs=1, executor=executor,
                   write_reports=False)
 
 
@@ -359,11 +369,9 @@ class KillingPool(LocalProcessExecutor):
         self.submitted: list[str] = []
         self.restarts = 0
 
-    def submit(self, job: GradingJob) -> Future:
+    def run(self, pool, job: GradingJob) -> Future:
         self.submitted.append(job.student)
-        if self._pool is None:
-            self._pool = self._start()
-        return self._pool.submit(grade_or_exit, job, killer=self.killer, started=self.started)
+        return pool.submit(grade_or_exit, job, killer=self.killer, started=self.started)
 
     def restart(self) -> None:
         self.restarts += 1
@@ -379,7 +387,7 @@ def test_a_worker_killed_by_one_job_costs_only_that_student(tmp_path: Path):
     executor = KillingPool(2, "s03", started)
     try:
         with Gradebook(tmp_path / "gb.sqlite") as book:
-            summary = run_batch(Course(course_dir), ASSIGNMENT, submissions, book, jobs=2, executor=executor)
+            summary = run_batch(assignment_of(course_dir, ASSIGNMENT), submissions, book, jobs=2, executor=executor)
             errors = {e["student"]: e["error"] for e in book.errors(ASSIGNMENT)}
             latest = book.latest(ASSIGNMENT)
     finally:

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from grader.core.manifest import parse_manifest
-from grader.harness.diagnose import Mutant
+from grader.harness.catalogue import Mutant
 from grader.harness.runners import InProcessRunner
 from grader.harness.testing import Check, GradingContext, StudentProblem
 
@@ -73,7 +73,7 @@ def test_seeded_inputs_are_reproducible(make_check):
 
 
 def test_numbers_can_be_diagnosed():
-    from grader.harness.diagnose import outputs_match
+    from grader.harness.differences import outputs_match
 
     assert outputs_match(1024, 1024) and not outputs_match(1024, 2048)
     assert not outputs_match(torch.ones(1), 1.0) and not outputs_match(True, 1)

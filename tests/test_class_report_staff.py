@@ -19,15 +19,14 @@ from click.testing import CliRunner
 
 from grader.cli.main import main
 from grader.core.course import Course
-from grader.core.fingerprint import grading_fingerprint
 from grader.core.manifest import load_manifest
-from grader.core.records import FAILED, PASSED, GradeResult, StaticFinding, TestOutcome
+from grader.core.records import FAILED, PASSED, FileProblem, GradeResult, StaticFinding, TestOutcome
 from grader.core.scoring import score
 from grader.intake.submission import Submission
 from grader.render.class_report import class_view_model
-from grader.render.report import write_html
 from grader.storage.gradebook import Gradebook
 from tests.browser import chromium, render
+from tests.conftest import assignment_of, write_report
 
 LAPTOP = (1366, 768)
 IMPORT_FAILED = "your module mini could not be imported, so {f} could not run: {why}"
@@ -46,7 +45,8 @@ def outcome(task: str, name: str, status: str = PASSED, kind: str = "", message:
 
 
 def result(course: Path, student: str, outcomes: list[TestOutcome], *, notes: tuple[str, ...] = (),
-           findings: tuple[StaticFinding, ...] = (), submitted_at: str | None = None) -> GradeResult:
+           findings: tuple[StaticFinding, ...] = (), submitted_at: str | None = None,
+           file_problems: tuple[FileProblem, ...] = ()) -> GradeResult:
     manifest = load_manifest(course / "assignments" / "mini" / "assignment.toml")
     when = datetime.fromisoformat(submitted_at) if submitted_at else None
     return GradeResult(assignment_id="mini", assignment_title=manifest.title, student=student, mode="submit",
@@ -54,7 +54,7 @@ def result(course: Path, student: str, outcomes: list[TestOutcome], *, notes: tu
                        submission_sha256=(student.encode().hex() * 64)[:64], submission_form="folder",
                        submitted_at=submitted_at, graded_at="2026-12-01T13:00:00+00:00", seed=5,
                        isolation="process", isolation_level="process", duration_s=3.0, notes=notes,
-                       fingerprint=grading_fingerprint(Course(course), "mini"))
+                       fingerprint=assignment_of(course, "mini").fingerprint, file_problems=file_problems)
 
 
 def failing_imports(why: str) -> list[TestOutcome]:
@@ -72,9 +72,10 @@ def the_class(course: Path) -> list[GradeResult]:
     return [
         result(course, "ada", [outcome("double", "t1"), outcome("normalize", "t2"), *quiz()]),
         result(course, "syn", failing_imports("SyntaxError: expected ':' (mini.py, line 3)") + quiz(False),
-               notes=("mini.py: syntax error: expected ':' (line 3)",)),
+               notes=("mini.py: syntax error: expected ':' (line 3)",),
+               file_problems=(FileProblem("syntax", "mini.py", "expected ':' (line 3)"),)),
         result(course, "gone", failing_imports("FileNotFoundError: mini.py was not handed in") + quiz(False),
-               notes=("missing file(s): mini.py",)),
+               notes=("missing file(s): mini.py",), file_problems=(FileProblem("missing", "mini.py"),)),
         result(course, "cheat", [outcome("double", "t1", FAILED, "wrong", "wrong values"),
                                  outcome("normalize", "t2", FAILED, "forbidden", "forbidden API"), *quiz(False)],
                findings=(forbidden,)),
@@ -102,8 +103,8 @@ def test_every_zero_says_why_and_every_student_links_to_their_report(course: Pat
         book.add_override("ada", "mini", None, 0, "copied the exam", sha256=results[0].submission_sha256,
                           total_before=100, total_after=0, author="prof")
         for graded in results[:3]:  # reports written by submit/batch for three of them
-            write_html(graded, Course(course).report_path(graded.student, "mini"), Course(course).templates_dir)
-        model = class_view_model(Course(course), "mini", book, with_histogram=False, with_similarity=False)
+            write_report(graded, Course(course).report_path(graded.student, "mini"), Course(course).templates_dir)
+        model = class_view_model(assignment_of(course, "mini"), book, with_histogram=False, with_similarity=False)
     zeros = {(z["student"], z["task"]): z["why"] for z in model["zeros"]}
     assert zeros[("syn", "total")] == "syntax error in mini.py: expected ':' (line 3); no answers.toml was submitted"
     assert zeros[("gone", "total")] == "missing file: mini.py; no answers.toml was submitted"
@@ -142,7 +143,7 @@ def test_overrides_extensions_and_history_are_shown(course: Path, tmp_path: Path
                            reason="hospital", author="ta1")
         book.add_override("stub", "mini", "double", 20, "explained it in office hours", sha256="s" * 64,
                           total_before=20, total_after=40, author="ta2")
-        model = class_view_model(Course(course), "mini", book, with_histogram=False, with_similarity=False)
+        model = class_view_model(assignment_of(course, "mini"), book, with_histogram=False, with_similarity=False)
     students = {s["student"]: s for s in model["students"]}
     assert students["late"]["total"] == 100 and students["late"]["late_days"] == 0  # the extension counts
     assert students["late"]["notes"] == ["extension until 2026-12-05T12:00:00+00:00"]

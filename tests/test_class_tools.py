@@ -23,7 +23,6 @@ from class_builder import CORRECT_A, CORRECT_B, CORRECT_C, DISGUISED_A, FIXTURE,
 from click.testing import CliRunner
 
 from grader.cli.main import main
-from grader.core.course import Course
 from grader.core.errors import ClassDataError, ReleaseLeak
 from grader.core.manifest import load_manifest
 from grader.core.records import FAILED, PASSED, GradeResult, TestOutcome
@@ -32,10 +31,11 @@ from grader.intake.notebook import modules_from_notebook
 from grader.intake.submission import Submission
 from grader.render.class_report import class_view_model
 from grader.render.exports import export_csv, export_gradescope, write_csv
-from grader.render.similarity import clusters, find_similar, fingerprints, instructor_sources, tokens
+from grader.render.similarity import clusters, find_similar, instructor_sources, tokens, winnowed_hashes
 from grader.ship.release import find_leaks, release
 from grader.storage.gradebook import Gradebook
 from grader.storage.roster import read_roster, read_timestamps
+from tests.conftest import assignment_of
 
 
 def invoke(*args: str):
@@ -103,7 +103,7 @@ def test_normalisation_keeps_apis_and_drops_names_comments_layout():
     values = [t for t, _ in tokens("import torch\nx = torch.exp(y)  # note\n")]
     assert values == ["import", "torch", ";", "V", "=", "torch", ".", "exp", "(", "V", ")", ";"]
     assert [t for t, _ in tokens("a=torch.exp( b )")] == [t for t, _ in tokens("zz = torch.exp(q)")]
-    assert fingerprints(CORRECT_A) == fingerprints(CORRECT_A)  # deterministic (no salted hash)
+    assert winnowed_hashes(CORRECT_A) == winnowed_hashes(CORRECT_A)  # deterministic (no salted hash)
     broken = 's = "unterminated\nreturn torch.exp(x - m) / torch.exp(x - m).sum(-1)\n'
     assert tokens(broken)  # does not tokenise: falls back to a plain split, still fingerprinted
 
@@ -191,7 +191,7 @@ def gradebook(course: Path, tmp_path: Path) -> Path:
 
 def test_class_report_from_a_synthetic_gradebook(course: Path, gradebook: Path, tmp_path: Path):
     with Gradebook(gradebook) as book:
-        model = class_view_model(Course(course), "mini", book)
+        model = class_view_model(assignment_of(course, "mini"), book)
     assert model["counts"] == {"roster": 7, "graded": 5, "missing": 2, "late": 1, "errors": 1,
                                "submissions": 5}
     assert [(r["student"], r["ratio"], r["rank"], r["gpu"]) for r in model["leaderboard"]] == [
@@ -223,8 +223,8 @@ def test_report_needs_an_existing_gradebook(course: Path, tmp_path: Path):
 
 def test_exports_from_a_synthetic_gradebook(course: Path, gradebook: Path, tmp_path: Path):
     with Gradebook(gradebook) as book:
-        table = list(csv.DictReader(io.StringIO(export_csv(Course(course), "mini", book))))
-        written = export_gradescope(Course(course), "mini", book, tmp_path / "gs")
+        table = list(csv.DictReader(io.StringIO(export_csv(assignment_of(course, "mini"), book))))
+        written = export_gradescope(assignment_of(course, "mini"), book, tmp_path / "gs")
     by = {row["student"]: row for row in table}
     assert sorted(by) == ["absent", "broken", "fast", "slow1", "slow2", "twin1", "twin2"]
     assert by["absent"]["total"] == "" and by["absent"]["name"] == "A. Sent" and by["absent"]["max"] == "100"
@@ -235,21 +235,21 @@ def test_exports_from_a_synthetic_gradebook(course: Path, gradebook: Path, tmp_p
     with Gradebook(gradebook) as book:
         book.record(fake_result("../evil"), Submission(files={}, source="x", form="folder", student="../evil"))
         with pytest.raises(ClassDataError, match="folder name"):
-            export_gradescope(Course(course), "mini", book, tmp_path / "gs2")
+            export_gradescope(assignment_of(course, "mini"), book, tmp_path / "gs2")
 
 
 def test_csv_export_file_is_written_whole(course: Path, gradebook: Path, tmp_path: Path):
     out = tmp_path / "exports" / "grades.csv"
     with Gradebook(gradebook) as book:
-        text = export_csv(Course(course), "mini", book)
-        assert write_csv(Course(course), "mini", book, out) == out
+        text = export_csv(assignment_of(course, "mini"), book)
+        assert write_csv(assignment_of(course, "mini"), book, out) == out
         assert out.read_text(encoding="utf-8") == text
         out.chmod(0o640)
         out.write_text("old\n")
-        write_csv(Course(course), "mini", book, out)  # written again: new text, same permissions
+        write_csv(assignment_of(course, "mini"), book, out)  # written again: new text, same permissions
         assert out.read_text(encoding="utf-8") == text and out.stat().st_mode & 0o777 == 0o640
         with pytest.raises(OSError):  # the rename cannot replace a folder: nothing half-written is left
-            write_csv(Course(course), "mini", book, tmp_path / "exports")
+            write_csv(assignment_of(course, "mini"), book, tmp_path / "exports")
     assert sorted(p.name for p in out.parent.iterdir()) == ["grades.csv"]
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")) == []
     result = invoke("--course", str(course), "export", "mini", "--format", "csv", "--out", str(out),
@@ -280,7 +280,7 @@ def test_release_bundle_zip_and_notebook(course: Path, tmp_path: Path):
     assert "def double" in assembled and "def normalize" in assembled
     # the same folder always gives the same zip
     first = (tmp_path / "out" / "mini.zip").read_bytes()
-    release(Course(course), "mini", tmp_path / "out")
+    release(assignment_of(course, "mini"), tmp_path / "out")
     assert (tmp_path / "out" / "mini.zip").read_bytes() == first
 
 
@@ -317,11 +317,11 @@ def test_release_refuses_kernel_copies_and_symlinks(course: Path, tmp_path: Path
     (course / "kernels" / "flash.py").write_text("def _kernel(a, b):\n    return a @ b\n")
     plant(course, "helpers.py", "import torch\n\n\ndef _kernel(a, b):\n    return a @ b\n")
     with pytest.raises(ReleaseLeak, match="contains _kernel from kernels/flash.py"):
-        release(Course(course), "mini", tmp_path / "out")
+        release(assignment_of(course, "mini"), tmp_path / "out")
     (course / "assignments" / "mini" / "helpers.py").unlink()
     os.symlink(course / "reference" / "mini" / "quiz_key.toml", course / "assignments" / "mini" / "key.toml")
     with pytest.raises(ReleaseLeak, match="symbolic link"):
-        release(Course(course), "mini", tmp_path / "out")
+        release(assignment_of(course, "mini"), tmp_path / "out")
 
 
 def test_stub_like_reference_functions_are_not_leaks():

@@ -21,8 +21,10 @@ import pytest
 import torch
 
 from grader.sandbox import isolation
-from grader.sandbox.client import ZYGOTE_OFF_ENV, Sandbox, SandboxUnavailable, describe_status
+from grader.sandbox.client import Sandbox, SandboxUnavailable
+from grader.sandbox.isolation import NO_ZYGOTE_ENV
 from grader.sandbox.limits import SandboxLimits
+from grader.sandbox.worker_status import describe_status
 
 SOURCE = b'''
 import fcntl
@@ -96,7 +98,7 @@ def level(request) -> str:
 @pytest.fixture
 def from_scratch(level, monkeypatch) -> str:
     """The level, with every worker started from scratch (no template worker at the process level)."""
-    monkeypatch.setenv(ZYGOTE_OFF_ENV, "1")
+    monkeypatch.setenv(NO_ZYGOTE_ENV, "1")
     return level
 
 

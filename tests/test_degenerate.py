@@ -11,14 +11,13 @@ import torch
 from grader.core.course import Course
 from grader.core.manifest import load_manifest
 from grader.harness import degenerate
-from grader.harness.diagnose import load_reference
+from grader.harness.reference import load_reference
 from grader.harness.runners import InProcessRunner
 from grader.harness.testing import Check, GradingContext, StudentProblem
-from grader.pipeline.grading import grade, open_submission
-from tests.conftest import FIXTURES, ROOT
+from tests.conftest import FIXTURES, ROOT, assignment_of, grade_workspace
 
 MANIFEST = load_manifest(ROOT / "assignments" / "assignment1" / "assignment.toml")
-REFERENCE, MUTANTS = load_reference(ROOT, MANIFEST)
+REFERENCE, MUTANTS = load_reference(assignment_of(ROOT, "assignment1"))
 
 PLACEHOLDERS = '''
 import torch
@@ -143,7 +142,7 @@ def test_a_submission_of_placeholders_earns_nothing_through_the_real_grader(tmp_
     (each degenerate case shares its test with an input only a real implementation gets)."""
     course = Course(ROOT)
     fixture = FIXTURES / f"{assignment_id}_degenerate"
-    result = grade(course, assignment_id, open_submission(course, assignment_id, fixture), seed=5)
+    result = grade_workspace(course, assignment_id, fixture, seed=5)
     earned = {t.task_id: t.earned for t in result.score.tasks if t.earned}
     assert earned == {} and result.score.total == 0.0, earned
     passed = [o.name for o in result.outcomes if o.status == "passed"]
@@ -153,7 +152,7 @@ def test_a_submission_of_placeholders_earns_nothing_through_the_real_grader(tmp_
     assert {o.kind for o in result.outcomes if o.status == "failed" and o.task != "quiz"} == {"degenerate"}
     workspace = tmp_path / "reference"
     shutil.copytree(ROOT / "reference" / "assignment1", workspace, ignore=shutil.ignore_patterns("tests"))
-    reference = grade(course, "assignment1", open_submission(course, "assignment1", workspace), seed=5)
+    reference = grade_workspace(course, "assignment1", workspace, seed=5)
     assert reference.score.total == 100.0 and not reference.findings
 
 
@@ -165,7 +164,7 @@ def test_validate_finds_no_hidden_test_that_a_placeholder_passes(assignment_id, 
     if not torch.cuda.is_available():  # the reference's kernels answer for the placeholders here
         monkeypatch.setenv("TRITON_INTERPRET", "1")
     course = Course(ROOT)
-    verdict = degenerate_verdict(course, load_manifest(course.assignment_dir(assignment_id) / "assignment.toml"))
+    verdict = degenerate_verdict(assignment_of(course, assignment_id))
     assert verdict.ok, verdict.detail
 
 
@@ -185,7 +184,7 @@ def test_validate_names_a_test_that_a_placeholder_passes(tmp_path):
         'def test_d_k_one_only(check):\n    check.close("scale_scores", check.randn(3, 4), 1)\n\n\n'
         'def test_d_k_four(check):\n    check.close("scale_scores", check.randn(3, 4), 4)\n')
     course = Course(root)
-    verdict = degenerate_verdict(course, load_manifest(course.assignment_dir("assignment1") / "assignment.toml"))
+    verdict = degenerate_verdict(assignment_of(course, "assignment1"))
     assert not verdict.ok
     assert "test_scale_scores::test_d_k_one_only (its first tensor argument handed back)" in verdict.detail
     assert "test_d_k_four" not in verdict.detail and "pair each with an input" in verdict.detail

@@ -9,9 +9,7 @@ import shutil
 import pytest
 
 from grader.core.course import Course
-from grader.pipeline.grading import grade, open_submission
-from grader.render.results import write_gradescope
-from tests.conftest import FAULTS, MINI_COURSE
+from tests.conftest import FAULTS, MINI_COURSE, grade_workspace, write_results
 
 # fault → (task that must fail, failure kind, words the message must contain, tasks that must pass)
 EXPECTED = {
@@ -46,7 +44,7 @@ def course() -> Course:
 @pytest.mark.parametrize("fault", sorted(EXPECTED))
 def test_fault_is_recorded_and_explained(course: Course, fault: str, tmp_path) -> None:
     failing_task, kind, words, passing = EXPECTED[fault]
-    result = grade(course, "mini", open_submission(course, "mini", FAULTS / fault, student=fault))
+    result = grade_workspace(course, "mini", FAULTS / fault, student=fault)
     failing = [o for o in result.outcomes if o.task == failing_task and o.status == "failed"]
     tasks = {t.task_id: t for t in result.score.tasks}
     if fault == "print_flood":  # the first call hits the cap; later output is dropped, not fatal
@@ -59,7 +57,7 @@ def test_fault_is_recorded_and_explained(course: Course, fault: str, tmp_path) -
     for task in passing:
         assert tasks[task].earned == tasks[task].points, (task, tasks[task])
     # The grader's own results file is the one that counts, whatever the code wrote.
-    out = write_gradescope(result, tmp_path / "results.json")
+    out = write_results(result, tmp_path / "results.json")
     data = json.loads(out.read_text())
     assert data["score"] == result.score.total
     assert sum(t["score"] for t in data["tests"]) == pytest.approx(result.score.total, abs=1e-3)
@@ -67,20 +65,20 @@ def test_fault_is_recorded_and_explained(course: Course, fault: str, tmp_path) -
 
 def test_fake_results_file_never_reaches_the_grader(course: Course, tmp_path, monkeypatch) -> None:
     monkeypatch.chdir(tmp_path)
-    result = grade(course, "mini", open_submission(course, "mini", FAULTS / "fake_results"))
+    result = grade_workspace(course, "mini", FAULTS / "fake_results")
     assert result.score.total == 60.0
     assert not (tmp_path / "results.json").exists()
     assert not list((FAULTS / "fake_results").glob("results.json"))
 
 
 def test_forbidden_alias_is_found_statically(course: Course) -> None:
-    result = grade(course, "mini", open_submission(course, "mini", FAULTS / "forbidden_alias"))
+    result = grade_workspace(course, "mini", FAULTS / "forbidden_alias")
     assert [(f.task, f.group) for f in result.findings] == [("normalize", "softmax")]
     assert next(t for t in result.score.tasks if t.task_id == "normalize").status == "forbidden"
 
 
 def test_diagnosis_names_the_mutant(course: Course) -> None:
-    result = grade(course, "mini", open_submission(course, "mini", FAULTS / "wrong_axis"))
+    result = grade_workspace(course, "mini", FAULTS / "wrong_axis")
     diagnosed = {(o.diagnosis or {}).get("id") for o in result.outcomes if o.task == "normalize"}
     assert diagnosed == {"normalize_wrong_axis"}
 
@@ -101,7 +99,7 @@ def test_degenerate_outputs_earn_nothing_and_the_reference_keeps_full_marks(cour
         shutil.copy(FAULTS / "nan_output" / "answers.toml", workspace)
     else:
         workspace = FAULTS / fault
-    result = grade(course, "mini", open_submission(course, "mini", workspace))
+    result = grade_workspace(course, "mini", workspace)
     got = {t.task_id: (t.earned, t.passed, t.failed, t.status) for t in result.score.tasks}
     assert got == {**records, "quiz": (20.0, 2, 0, "graded")}
     assert result.findings == ()

@@ -31,14 +31,14 @@ from grader.core.course import Course
 from grader.core.manifest import parse_manifest
 from grader.core.records import TestOutcome
 from grader.harness import degenerate
-from grader.harness.diagnose import API_PROBLEMS, explain_exception, measure_difference, row_shifts
+from grader.harness.differences import measure_difference, row_shifts
 from grader.harness.runners import MAX_CRASHED_SHAPES, InProcessRunner, SandboxRunner
 from grader.harness.testing import Check, GradingContext
-from grader.pipeline.grading import grade, open_submission
+from grader.harness.triton_api import API_PROBLEMS, explain_exception
 from grader.render.report import failure_groups
 from grader.sandbox.client import Sandbox
 from grader.sandbox.limits import SandboxLimits
-from tests.conftest import FIXTURES, ROOT
+from tests.conftest import FIXTURES, ROOT, grade_workspace
 
 KERNELS = FIXTURES / "triton_kernels"
 
@@ -49,8 +49,8 @@ def course() -> Course:
 
 
 def _graded(course: Course, assignment: str, workspace: Path, task: str):
-    result = grade(course, assignment, open_submission(course, assignment, workspace, student="student"),
-                   only_task=task, allow_weak_sandbox=True, use_gpu=False)
+    result = grade_workspace(course, assignment, workspace, student="student", only_task=task,
+                             allow_weak_sandbox=True, use_gpu=False)
     return result, [o for o in result.outcomes if o.task == task]
 
 
@@ -326,8 +326,8 @@ def test_the_terminal_names_each_cause_once(course):
 
     from grader.cli.console import print_terminal
 
-    result = grade(course, "assignment1", open_submission(course, "assignment1", FIXTURES / "assignment1_two_causes",
-                                                          student="student"), allow_weak_sandbox=True)
+    result = grade_workspace(course, "assignment1", FIXTURES / "assignment1_two_causes",
+                                                          student="student", allow_weak_sandbox=True)
     console = Console(record=True, width=200)
     print_terminal(result, console)
     text = console.export_text()

@@ -9,9 +9,10 @@ import pytest
 from click.testing import CliRunner
 
 from grader.cli.main import main
+from grader.core.assignment import Assignment
 from grader.core.course import Course
 from grader.core.records import GradeResult
-from grader.pipeline.grading import grade, open_submission
+from grader.pipeline.grading import GradeRequest, grade, open_submission
 from grader.storage.gradebook import Gradebook
 from tests.conftest import FAULTS
 
@@ -100,8 +101,9 @@ def test_bad_workspace_is_an_error_not_a_crash(mini_course, tmp_path):
 
 def test_gradebook_round_trip_keeps_files_and_results(mini_course, tmp_path):
     course = Course(mini_course)
-    submission = open_submission(course, "mini", FAULTS / "nan_output", student="cy")
-    result = grade(course, "mini", submission, seed=1234)
+    assignment = Assignment.load(course, "mini")
+    submission = open_submission(assignment, FAULTS / "nan_output", student="cy")
+    result = grade(assignment, submission, GradeRequest(seed=1234))
     with Gradebook(tmp_path / "book.sqlite") as book:
         book.record(result, submission)
         (record,) = book.submissions("mini", "cy")

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from class_builder import FIXTURE
 
+from grader.core.due import OWN_DATE, DueDate
 from grader.core.errors import ClassDataError, GradebookError
 from grader.core.manifest import load_manifest
 from grader.core.records import GradeResult, TestOutcome
@@ -160,9 +161,12 @@ def test_extensions_per_assignment_win_over_the_rosters(tmp_path: Path):
         until = datetime.fromisoformat("2026-12-09T23:59:00+01:00")
         own = book.set_extension("ada", "mini", until=until, reason="surgery", author="ta1")
         assert book.extension_for("ada", "mini") == own and own.describe() == f"until {until.isoformat()}"
-        assert own.late_policy() == {"deadline": until, "extension": None}
+        deadline = datetime.fromisoformat("2026-12-01T12:00:00+00:00")
+        assert own.applied_to(DueDate(deadline)) == DueDate(until, deadline_from=OWN_DATE,
+                                                            extension_from="an extension")
         assert book.extensions("mini")["ada"] == own and book.extension_for("ada", "other").extra_s == 2 * 86400
-        assert book.extension_for("cy", "mini").late_policy() == {"deadline": None, "extension": timedelta(hours=12)}
+        assert book.extension_for("cy", "mini").applied_to(DueDate(deadline)) == DueDate(
+            deadline, timedelta(hours=12), extension_from="the roster")
         assert book.clear_extension("ada", "mini", "recovered", author="ta1") == 1
         assert book.extensions("mini")["ada"].assignment_id == EVERY_ASSIGNMENT  # the roster's again
         # importing the roster again without ada's extension ends it; without the column, leaves them be

@@ -26,7 +26,6 @@ from click.testing import CliRunner
 
 from grader.cli.main import main
 from grader.core.compat import UTC
-from grader.core.course import Course
 from grader.core.errors import GraderError, ManifestError
 from grader.core.manifest import load_manifest, parse_manifest
 from grader.core.records import FAILED, PASSED, PENDING, GradeResult, TestOutcome
@@ -40,7 +39,7 @@ from grader.ship.autograder import (
     pick_workspace,
     read_metadata,
 )
-from tests.conftest import ROOT
+from tests.conftest import ROOT, assignment_of
 
 PREFIX_BIN = Path(sys.prefix) / "bin"
 
@@ -337,7 +336,7 @@ def test_run_autograder_writes_results_when_the_grader_itself_dies(tmp_path: Pat
 
 def test_the_bundle_scripts_and_their_limits(tmp_path: Path):
     course = course_copy(tmp_path)
-    out = build_autograder(Course(course), "mini", tmp_path / "a.zip", timeout_minutes=DEFAULT_TIMEOUT_MINUTES)
+    out = build_autograder(assignment_of(course, "mini"), tmp_path / "a.zip", timeout_minutes=DEFAULT_TIMEOUT_MINUTES)
     with zipfile.ZipFile(out) as archive:
         setup = archive.read("setup.sh").decode()
         run = archive.read("run_autograder").decode()
@@ -354,7 +353,7 @@ def test_the_bundle_scripts_and_their_limits(tmp_path: Path):
         checked = subprocess.run(["bash", "-n", "-c", script], capture_output=True, text=True)
         assert checked.returncode == 0, checked.stderr
     (course / "course.toml").write_text("[sandbox]\nuid_range = [61000, 61099]\n")
-    with zipfile.ZipFile(build_autograder(Course(course), "mini", tmp_path / "b.zip")) as archive:
+    with zipfile.ZipFile(build_autograder(assignment_of(course, "mini"), tmp_path / "b.zip")) as archive:
         assert archive.read("course.toml").decode() == "[sandbox]\nuid_range = [61000, 61099]\n"
 
 
@@ -365,9 +364,9 @@ def test_an_assignment_that_cannot_finish_in_the_timeout_is_refused(tmp_path: Pa
     assert budget == 600
     with pytest.raises(GraderError, match=r"set the assignment's autograder timeout to at least 13 minutes on "
                                           r"Gradescope and pass --timeout-minutes 13"):
-        build_autograder(Course(course), "assignment3", tmp_path / "a3.zip")
+        build_autograder(assignment_of(course, "assignment3"), tmp_path / "a3.zip")
     assert not (tmp_path / "a3.zip").exists()
-    assert build_autograder(Course(course), "assignment3", tmp_path / "a3.zip", timeout_minutes=13).is_file()
+    assert build_autograder(assignment_of(course, "assignment3"), tmp_path / "a3.zip", timeout_minutes=13).is_file()
     result = CliRunner().invoke(main, ["--course", str(course), "autograder", "gradescope", "assignment3",
                                        "--out", str(tmp_path / "x.zip"), "--timeout-minutes", "41"])
     assert result.exit_code == 2 and "1 to 40 minutes, not 41" in result.output

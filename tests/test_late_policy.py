@@ -1,6 +1,6 @@
 """The late-policy API and staff overrides in scoring: pure functions, so pure tests.
 
-`score(..., submitted_at, deadline=, extension=, closes_at=)` is what grade() and a hosted
+`score(..., submitted_at, due)` (a DueDate) is what grade() and a hosted
 grader call; `final_score` is how a recorded grade counts today (the student's current
 extension, then staff overrides).
 """
@@ -12,10 +12,11 @@ from datetime import datetime, timedelta
 
 import pytest
 
+from grader.core.due import DueDate
 from grader.core.errors import StaffActionRefused
 from grader.core.manifest import parse_manifest
 from grader.core.records import GradeResult, Override, Score, TestOutcome
-from grader.core.scoring import check_override, due_at, final_score, score
+from grader.core.scoring import check_override, final_score, score
 
 DEADLINE = datetime.fromisoformat("2026-12-01T12:00:00+00:00")
 MANIFEST = parse_manifest({
@@ -34,37 +35,42 @@ def at(hours: float) -> datetime:
     return DEADLINE + timedelta(hours=hours)
 
 
+def due(deadline: datetime = DEADLINE, **dates) -> DueDate:
+    """The manifest's deadline (or another), with an extension or a closing time."""
+    return DueDate(deadline=deadline, **dates)
+
+
 def test_an_extension_moves_the_deadline_the_late_policy_counts_from():
     late = score(MANIFEST, ALL_PASS, (), at(20))  # 20 h late: one started day, 25 % off
     assert (late.late_days, late.late_penalty, late.total) == (1, 25.0, 75.0)
     assert late.due_at == DEADLINE.isoformat() and late.extension_s == 0
-    extended = score(MANIFEST, ALL_PASS, (), at(20), extension=timedelta(days=1))
+    extended = score(MANIFEST, ALL_PASS, (), at(20), due(extension=timedelta(days=1)))
     assert (extended.late_days, extended.late_penalty, extended.total) == (0, 0.0, 100.0)
     assert extended.due_at == at(24).isoformat() and extended.extension_s == 86400
-    short = score(MANIFEST, ALL_PASS, (), at(20), extension=timedelta(hours=12))  # still 8 h late
+    short = score(MANIFEST, ALL_PASS, (), at(20), due(extension=timedelta(hours=12)))  # still 8 h late
     assert (short.late_days, short.total) == (1, 75.0)
 
 
 def test_a_hosted_graders_due_date_replaces_the_manifests_and_takes_the_extension_too():
-    own = score(MANIFEST, ALL_PASS, (), at(20), deadline=at(-48))  # due two days earlier: 68 h late
+    own = score(MANIFEST, ALL_PASS, (), at(20), due(deadline=at(-48)))  # due two days earlier: 68 h late
     assert (own.late_days, own.total) == (3, 0.0)  # more than max_days_late: nothing
-    both = score(MANIFEST, ALL_PASS, (), at(20), deadline=at(-48), extension=timedelta(days=3))
+    both = score(MANIFEST, ALL_PASS, (), at(20), due(deadline=at(-48), extension=timedelta(days=3)))
     assert (both.late_days, both.total, both.due_at) == (0, 100.0, at(24).isoformat())
-    assert due_at(None, timedelta(days=1)) is None  # no deadline: an extension changes nothing
+    assert DueDate(None, timedelta(days=1)).due is None  # no deadline: an extension changes nothing
 
 
 def test_after_the_late_window_closes_nothing_is_earned():
-    assert score(MANIFEST, ALL_PASS, (), at(20), closes_at=at(30)).total == 75.0
-    closed = score(MANIFEST, ALL_PASS, (), at(20), closes_at=at(10))
+    assert score(MANIFEST, ALL_PASS, (), at(20), due(closes_at=at(30))).total == 75.0
+    closed = score(MANIFEST, ALL_PASS, (), at(20), due(closes_at=at(10)))
     assert (closed.late_days, closed.late_penalty, closed.total) == (1, 100.0, 0.0)
     # the student's extension shifts the window too
-    assert score(MANIFEST, ALL_PASS, (), at(20), closes_at=at(10), extension=timedelta(hours=11)).total == 75.0
+    assert score(MANIFEST, ALL_PASS, (), at(20), due(closes_at=at(10), extension=timedelta(hours=11))).total == 75.0
 
 
 def test_final_score_applies_todays_extension_to_a_recorded_grade():
     recorded = score(MANIFEST, ALL_PASS, (), at(20))
     assert final_score(MANIFEST, recorded, at(20)) == recorded  # nothing changed: the same score
-    now = final_score(MANIFEST, recorded, at(20), extension=timedelta(days=1))
+    now = final_score(MANIFEST, recorded, at(20), due=due(extension=timedelta(days=1)))
     assert (now.late_days, now.late_penalty, now.total) == (0, 0.0, 100.0)
     assert now.tasks == recorded.tasks and now.tests == recorded.tests and now.computed_total is None
 
@@ -105,9 +111,9 @@ def test_overrides_are_checked_against_the_manifest():
 
 
 def test_scores_with_overrides_round_trip_and_old_records_still_load():
-    recorded = score(MANIFEST, HALF, (), at(20), extension=timedelta(hours=6))
+    recorded = score(MANIFEST, HALF, (), at(20), due(extension=timedelta(hours=6)))
     fix = Override(task="t2", points=30, reason="r", author="ta1", created_at="2026-12-03T10:00:00")
-    now = final_score(MANIFEST, recorded, at(20), extension=timedelta(hours=6), overrides=[fix])
+    now = final_score(MANIFEST, recorded, at(20), due=due(extension=timedelta(hours=6)), overrides=[fix])
     assert Score.from_dict(json.loads(json.dumps(now.to_dict()))) == now
     old = now.to_dict()
     for key in ("due_at", "extension_s", "overrides", "computed_total"):  # a record from before these existed

@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from tests import content_harness as harness
-from tests.conftest import ROOT
+from tests.conftest import ROOT, assignment_of
 
 ASSIGNMENT = ROOT / "assignments" / "assignment1"
 REFERENCE = ROOT / "reference" / "assignment1"
@@ -39,11 +39,10 @@ def test_outside_a_course(check):
 
 
 def _mutant():
-    from grader.core.manifest import load_manifest
-    from grader.harness.diagnose import load_reference
+    from grader.harness.reference import load_reference
 
-    manifest = load_manifest(ASSIGNMENT / "assignment.toml")  # this course's reference, whatever ran before
-    return next(m for m in load_reference(ROOT, manifest)[1] if m.id == MUTANT_ID)
+    # this course's reference, whatever ran before
+    return next(m for m in load_reference(assignment_of(ROOT, "assignment1"))[1] if m.id == MUTANT_ID)
 
 
 def _cases(xml: Path) -> dict[str, tuple[str, str]]:

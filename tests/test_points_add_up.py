@@ -25,7 +25,7 @@ from grader.core.course import Course
 from grader.core.manifest import load_manifest
 from grader.pipeline.validate import reference_answers, reference_workspace
 from tests.browser import chromium, render
-from tests.conftest import ROOT
+from tests.conftest import ROOT, assignment_of
 
 # Always the last axis, whatever `dim` says: right on most tests, wrong on those of other axes.
 LAST_AXIS_SOFTMAX = '''
@@ -48,12 +48,11 @@ def _total(values) -> Decimal:
 def _workspace(case: str, folder: Path) -> Path:
     course = Course(ROOT)
     assignment = case.split("-")[0]
-    workspace = reference_workspace(course, load_manifest(course.assignment_dir(assignment) / "assignment.toml"),
-                                    folder)
+    workspace = reference_workspace(assignment_of(course, assignment), folder)
     if case.endswith("-partial"):
         with open(workspace / "attention.py", "a", encoding="utf-8") as fh:
             fh.write(LAST_AXIS_SOFTMAX)
-        answers = reference_answers(course, assignment).splitlines()
+        answers = reference_answers(assignment_of(course, assignment)).splitlines()
         (workspace / "answers.toml").write_text("\n".join(answers[:-3]) + "\n")  # three questions left out
     return workspace
 

@@ -13,7 +13,6 @@ cluster tests skip and the command says how to install it.
 
 from __future__ import annotations
 
-import functools
 import logging
 import re
 import shutil
@@ -28,9 +27,9 @@ from class_builder import ASSIGNMENT, BY_ID, build_class, grade_or_exit
 from click.testing import CliRunner
 
 from grader.cli.main import main
-from grader.core.course import Course
 from grader.pipeline.batch import GradingJob, run_batch, student_seed
 from grader.storage.gradebook import Gradebook
+from tests.conftest import assignment_of
 
 HAS_RAY = find_spec("ray") is not None
 needs_ray = pytest.mark.skipif(not HAS_RAY, reason='Ray is not installed (pip install -e ".[ray]")')
@@ -148,10 +147,23 @@ def test_a_node_with_another_copy_of_the_hidden_tests_grades_nobody(two_runs, tm
 def test_an_actor_killed_by_one_job_costs_only_that_student(ray_cluster, tmp_path: Path):
     from ray import cloudpickle
 
-    from grader.pipeline.ray_executor import RayExecutor
+    from grader.pipeline.ray_executor import GradingActor, RayExecutor
+
+    course_dir, submissions = build_class(tmp_path, [BY_ID[s] for s in ("s01", "s03", "s05")])
+    started = tmp_path / "started"
+    started.mkdir()
+    started_dir = str(started)
+
+    class KillingActor(GradingActor):
+        """The real grading actor, whose job for s03 ends its process once a neighbour's grading started."""
+
+        def run(self, job, submission, render_report):
+            return grade_or_exit(job, submission, killer="s03", started=started_dir, render_report=render_report)
 
     class KillingActors(RayExecutor):
-        """The real Ray executor, whose job for one student makes its actor exit."""
+        """The real Ray executor, whose actors are KillingActors."""
+
+        actor = KillingActor
 
         def __init__(self, *args, **kwargs):
             super().__init__(*args, **kwargs)
@@ -168,14 +180,11 @@ def test_an_actor_killed_by_one_job_costs_only_that_student(ray_cluster, tmp_pat
 
     cloudpickle.register_pickle_by_value(sys.modules[__name__])  # the actors cannot import this file
     cloudpickle.register_pickle_by_value(class_builder)  # nor the job function's module
-    course_dir, submissions = build_class(tmp_path, [BY_ID[s] for s in ("s01", "s03", "s05")])
-    started = tmp_path / "started"
-    started.mkdir()
-    executor = KillingActors(2, course_root=str(course_dir), assignment_id=ASSIGNMENT)
-    executor.job_function = functools.partial(grade_or_exit, killer="s03", started=str(started))
+    assignment = assignment_of(course_dir, ASSIGNMENT)
+    executor = KillingActors(2, assignment=assignment)
     try:
         with Gradebook(tmp_path / "gb.sqlite") as book:
-            summary = run_batch(Course(course_dir), ASSIGNMENT, submissions, book, executor=executor)
+            summary = run_batch(assignment, submissions, book, executor=executor)
             errors = {e["student"]: e["error"] for e in book.errors(ASSIGNMENT)}
             latest = book.latest(ASSIGNMENT)
     finally:

@@ -37,7 +37,7 @@ from grader.render.results import gradescope_results
 from grader.ship.release import find_leaks
 from grader.storage.gradebook import Gradebook
 from grader.storage.roster import read_roster, read_timestamps
-from tests.conftest import FAULTS, ROOT
+from tests.conftest import FAULTS, ROOT, assignment_of
 
 CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 RULE = ("ids are used as folder names and gradebook keys, so use 1 to 64 letters, digits and . _ - @ +, "
@@ -149,7 +149,7 @@ def test_gradescope_export_checks_every_id_before_writing(mini_course: Path, tmp
         for student in ("ada", "=cmd"):
             book.record(fake_result(student), Submission(files={}, source="x", form="folder", student=student))
         with pytest.raises(InvalidStudentId) as caught:
-            export_gradescope(Course(mini_course), "mini", book, tmp_path / "gs")
+            export_gradescope(assignment_of(mini_course, "mini"), book, tmp_path / "gs")
     assert str(caught.value) == (f"gradebook: '=cmd' is not a usable student id: {RULE}; correct it in the "
                                  f"gradebook before exporting")
     assert not (tmp_path / "gs").exists()
@@ -165,7 +165,7 @@ def test_csv_cells_from_text_are_neutralised_and_numbers_stay_numbers(mini_cours
             {"id": "bob", "name": "Bob \x1b[31mRed\x1b[0m", "email": "bob@x"},
         ])
         book.record(fake_result("ada"), Submission(files={}, source="x", form="folder", student="ada"))
-        text = export_csv(Course(mini_course), "mini", book)
+        text = export_csv(assignment_of(mini_course, "mini"), book)
     rows = list(csv.reader(io.StringIO(text)))
     assert rows[0] == ["student", "name", "email", "total", "max", "double", "normalize", "quiz",
                        "late_penalty", "late_days", "submitted_at", "graded_at",
@@ -391,7 +391,7 @@ def test_renderers_and_summaries_make_student_text_printable(mini_course: Path, 
         book.import_roster([{"id": "eve", "name": "Eve \x1b[8mhidden\x1b[0m", "email": "eve@x"}])
         book.record(result, Submission(files={"mini.py": b"x = 1\n"}, source="x", form="folder", student="eve"))
         book.record_error("mallory", "mini", "0" * 64, "SubmissionError: \x1b[2J\rbad.zip")
-        model = class_view_model(Course(mini_course), "mini", book, with_histogram=False, with_similarity=False)
+        model = class_view_model(assignment_of(mini_course, "mini"), book, with_histogram=False, with_similarity=False)
     assert not CONTROL.search(json.dumps(model, ensure_ascii=False, default=str))
     assert model["errors"][0]["error"] == "SubmissionError: bad.zip"
     buffer = io.StringIO()

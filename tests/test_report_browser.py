@@ -8,11 +8,8 @@ import re
 import pytest
 
 from grader.core.course import Course
-from grader.pipeline.grading import grade, open_submission
-from grader.render.report import write_html
-from grader.render.results import write_gradescope
 from tests.browser import chromium, render
-from tests.conftest import FAULTS, MINI_COURSE
+from tests.conftest import FAULTS, MINI_COURSE, grade_workspace, write_report, write_results
 
 pytestmark = pytest.mark.skipif(chromium() is None, reason="no Chromium installed (apt-get install chromium)")
 
@@ -27,11 +24,11 @@ window.addEventListener('load', () => {
 @pytest.fixture(scope="module")
 def rendered(tmp_path_factory):
     course = Course(MINI_COURSE)
-    result = grade(course, "mini", open_submission(course, "mini", FAULTS / "html_in_output",
-                                                   student="eve"))
+    result = grade_workspace(course, "mini", FAULTS / "html_in_output",
+                                                   student="eve")
     out = tmp_path_factory.mktemp("report")
-    page = write_html(result, out / "report.html", course.templates_dir)
-    results = json.loads(write_gradescope(result, out / "results.json").read_text())
+    page = write_report(result, out / "report.html", course.templates_dir)
+    results = json.loads(write_results(result, out / "results.json").read_text())
     dom, console = render(page)
     probe = out / "probe.html"
     probe.write_text(page.read_text().replace("</body>", CHECK_IMAGES))

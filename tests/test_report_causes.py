@@ -14,10 +14,9 @@ from html.parser import HTMLParser
 import pytest
 
 from grader.core.course import Course
-from grader.pipeline.grading import grade, open_submission
-from grader.render.report import failure_groups, write_html
+from grader.render.report import failure_groups
 from tests.browser import chromium, render
-from tests.conftest import FIXTURES, ROOT
+from tests.conftest import FIXTURES, ROOT, grade_workspace, write_report
 
 pytestmark = pytest.mark.skipif(chromium() is None, reason="no Chromium installed (apt-get install chromium)")
 
@@ -71,10 +70,10 @@ class _Causes(HTMLParser):
 @pytest.fixture(scope="module")
 def page(tmp_path_factory):
     course = Course(ROOT)
-    result = grade(course, "assignment1", open_submission(course, "assignment1", FIXTURES / "assignment1_two_causes",
-                                                          student="sample"), allow_weak_sandbox=True)
+    result = grade_workspace(course, "assignment1", FIXTURES / "assignment1_two_causes",
+                                                          student="sample", allow_weak_sandbox=True)
     out = tmp_path_factory.mktemp("report")
-    html = write_html(result, out / "report.html", course.templates_dir)
+    html = write_report(result, out / "report.html", course.templates_dir)
     dom, console = render(html)
     probe = out / "probe.html"
     probe.write_text(html.read_text().replace("</body>", CHECK_IMAGES))

@@ -7,10 +7,12 @@ from __future__ import annotations
 import csv
 import io
 import json
+import pickle
 import re
 import shutil
 import sqlite3
 from concurrent.futures import Future
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -18,10 +20,11 @@ from class_builder import ASSIGNMENT, BY_ID, build_class
 from click.testing import CliRunner
 
 from grader.cli.main import main
-from grader.core.course import Course
-from grader.pipeline.batch import GradingJob, JobResult, run_batch, run_job
+from grader.core.due import OWN_DATE, DueDate
+from grader.pipeline.batch import run_batch
+from grader.pipeline.jobs import GradingJob, JobResult, run_job
 from grader.storage.gradebook import Gradebook
-from tests.conftest import FAULTS, MINI_COURSE
+from tests.conftest import FAULTS, MINI_COURSE, ROOT, assignment_of
 
 LATE = "2026-12-02T08:00:00+00:00"  # 20 h after the deadline: one started day, 25 % off
 
@@ -144,8 +147,13 @@ def test_an_extension_is_used_by_submit_and_by_what_reads_recorded_grades(grade,
 class RecordingExecutor:
     """Runs each job for real, in this process, and keeps the jobs it was given."""
 
+    slots = 1
+
     def __init__(self):
         self.jobs: list[GradingJob] = []
+
+    def restart(self) -> None:
+        pass
 
     def submit(self, job: GradingJob) -> Future:
         self.jobs.append(job)
@@ -168,19 +176,22 @@ def test_batch_jobs_carry_each_students_extension_to_the_late_policy(tmp_path: P
     assert result.exit_code == 0 and "1 with an extension on every assignment" in result.output
     executor = RecordingExecutor()
     with Gradebook(tmp_path / "gb.sqlite") as book:
-        run_batch(Course(course_dir), ASSIGNMENT, submissions, book, executor=executor, write_reports=False)
+        run_batch(assignment_of(course_dir, ASSIGNMENT), submissions, book, executor=executor, write_reports=False)
         latest = book.latest(ASSIGNMENT)
     jobs = {job.student: job for job in executor.jobs}
-    assert jobs["s24"].extension_s == 1.5 * 86400 and jobs["s24"].deadline is None
-    assert jobs["s20"].extension_s is None
+    assert jobs["s24"].due.extension == timedelta(days=1.5) and jobs["s24"].due.extension_from == "the roster"
+    assert jobs["s24"].due.deadline == assignment_of(course_dir, ASSIGNMENT).manifest.deadline
+    assert jobs["s20"].due is None  # no extension: the manifest's due date
     assert latest["s24"].result.score.late_days == 0  # 20 h late, 36 h more: on time
     assert latest["s24"].total == pytest.approx(BY_ID["s24"].expected_total / 0.75, abs=1e-2)
     assert latest["s24"].result.score.extension_s == 1.5 * 86400
 
 
-def test_a_job_is_graded_by_any_executor_with_its_late_policy():
-    job = GradingJob(course_root="/c", assignment_id="a", path="/p", student="s", deadline="2026-12-03T12:00:00Z",
-                     extension_s=None)
-    policy = job.late_policy()
-    assert policy["deadline"].isoformat() == "2026-12-03T12:00:00+00:00" and policy["extension"] is None
+def test_a_job_is_graded_by_any_executor_with_its_due_date(tmp_path: Path):
+    own = DueDate(datetime.fromisoformat("2026-12-03T12:00:00+00:00"), deadline_from=OWN_DATE)
+    job = GradingJob(assignment_of(ROOT, "assignment1"), path="/p", student="s", due=own, seed=3)
+    request = job.request()
+    assert request.due == own and request.seed == 3 and request.mode == "submit"
+    assert DueDate.from_dict(own.to_dict()) == own  # a due date travels as plain data
+    assert pickle.loads(pickle.dumps(job)) == job  # a job crosses processes whole
     assert JobResult("s").error is None  # a plain-data result, whatever executor ran it

@@ -17,8 +17,8 @@ from click.testing import CliRunner
 
 from grader.cli.main import main
 from grader.core.course import Course
-from grader.core.fingerprint import grading_fingerprint
 from grader.storage.gradebook import Gradebook
+from tests.conftest import assignment_of
 
 CLASS = [BY_ID[s] for s in ("s01", "s08", "s16")]  # correct, wrong axis, syntax error
 NEW_TASK = '''
@@ -47,21 +47,21 @@ def count(output: str, row: str) -> int:
 def test_the_fingerprint_follows_what_grades_and_nothing_else(tmp_path: Path):
     course_dir, _ = build_class(tmp_path, CLASS)
     course = Course(course_dir)
-    first = grading_fingerprint(course, ASSIGNMENT)
+    first = assignment_of(course, ASSIGNMENT).fingerprint
     reference = course_dir / "reference" / ASSIGNMENT
     (reference / "__pycache__").mkdir(exist_ok=True)
     (reference / "__pycache__" / "mini.cpython-311.pyc").write_bytes(b"cache")
     (reference / "similarity_sources").mkdir()
     (reference / "similarity_sources" / "tutorial.py").write_text("x = 1\n")
     (course_dir / ".grade").mkdir(exist_ok=True)
-    assert grading_fingerprint(course, ASSIGNMENT) == first  # caches and staff-only sources decide no points
+    assert assignment_of(course, ASSIGNMENT).fingerprint == first  # caches and staff-only sources decide no points
     for path, change in [(reference / "mutants.py", "\n# a new misconception\n"),
                          (reference / "tests" / "test_double.py", "\n# one more hidden test\n"),
                          (reference / "quiz_key.toml", "\n# a corrected key\n"),
                          (course_dir / "assignments" / ASSIGNMENT / "assignment.toml", NEW_TASK)]:
-        before = grading_fingerprint(course, ASSIGNMENT)
+        before = assignment_of(course, ASSIGNMENT).fingerprint
         path.write_text(path.read_text() + change)
-        assert grading_fingerprint(course, ASSIGNMENT) != before, path
+        assert assignment_of(course, ASSIGNMENT).fingerprint != before, path
 
 
 @pytest.mark.slow
@@ -76,7 +76,7 @@ def test_a_batch_after_a_task_is_added_regrades_everyone_and_keeps_the_earlier_g
     with Gradebook(gradebook) as book:
         before = {s: r.total for s, r in book.latest(ASSIGNMENT).items()}
         fingerprints = {r.fingerprint for r in book.latest(ASSIGNMENT).values()}
-    assert fingerprints == {grading_fingerprint(Course(course), ASSIGNMENT)}
+    assert fingerprints == {assignment_of(course, ASSIGNMENT).fingerprint}
 
     manifest = course / "assignments" / ASSIGNMENT / "assignment.toml"
     manifest.write_text(manifest.read_text() + NEW_TASK)  # a task added after the class was graded
@@ -94,7 +94,7 @@ def test_a_batch_after_a_task_is_added_regrades_everyone_and_keeps_the_earlier_g
             expected = 10.0 if BY_ID[student].kind != "syntax" else 0.0
             assert scale.earned == expected, student  # everyone has the new task now
             assert record.total == pytest.approx(before[student] + expected)
-            assert record.fingerprint == grading_fingerprint(Course(course), ASSIGNMENT)
+            assert record.fingerprint == assignment_of(course, ASSIGNMENT).fingerprint
             (earlier,) = [g for g in book.history(ASSIGNMENT, student) if not g.current]
             assert earlier.total == before[student]
             assert earlier.replaced_because == ("regraded: the manifest, hidden tests, reference, catalogue or "

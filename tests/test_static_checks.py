@@ -77,8 +77,7 @@ from pathlib import Path  # noqa: E402
 
 from grader.core.course import Course  # noqa: E402
 from grader.core.manifest import load_manifest  # noqa: E402
-from grader.pipeline.grading import grade, open_submission  # noqa: E402
-from tests.conftest import FIXTURES, ROOT  # noqa: E402
+from tests.conftest import FIXTURES, ROOT, grade_workspace  # noqa: E402
 
 FULL = parse_manifest({"id": "a", "files": ["a.py"], "tasks": [
     {"id": "soft", "points": 1, "functions": ["softmax"], "forbidden": ["softmax", "numpy"]},
@@ -440,7 +439,7 @@ def test_runtime_invisible_softmax_earns_zero_through_the_real_grader():
     not, and neither does torch's dispatcher (the operation recorder sees _softmax)."""
     course = Course(ROOT)
     workspace = FIXTURES / "assignment1_disabled_torch_function"
-    result = grade(course, "assignment1", open_submission(course, "assignment1", workspace), seed=11)
+    result = grade_workspace(course, "assignment1", workspace, seed=11)
     records = {t.task_id: (t.earned, t.passed, t.failed, t.status) for t in result.score.tasks}
     assert records == {
         "attention_scores": (10.0, 8, 0, "graded"), "scale_scores": (5.0, 7, 0, "graded"),

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from grader.core.course import Course
-from grader.pipeline.grading import grade, open_submission
 from grader.pipeline.validate import PUBLIC_SUFFIX, reference_answers, validate
+from tests.conftest import assignment_of, grade_workspace
 
 
 def test_validate_mini_course_and_a_mutant_nobody_catches(mini_course):
@@ -16,7 +16,7 @@ def test_validate_mini_course_and_a_mutant_nobody_catches(mini_course):
 def double_by_addition(x):
     return x + x
 ''')
-    verdicts = {v.subject: v for v in validate(Course(mini_course), "mini", jobs=2)}
+    verdicts = {v.subject: v for v in validate(assignment_of(mini_course, "mini"), jobs=2)}
     assert verdicts["reference"].ok and verdicts["reference"].score == 100
     assert verdicts["stubs"].ok and verdicts["stubs"].score == 0
     assert verdicts["normalize_wrong_axis"].ok and verdicts["normalize_wrong_axis"].task == "normalize"
@@ -34,7 +34,7 @@ def double_by_addition(x):
 
 
 def test_reference_answers_come_from_the_key(mini_course):
-    text = reference_answers(Course(mini_course), "mini")
+    text = reference_answers(assignment_of(mini_course, "mini"))
     assert "row_sum = 1" in text and "ratio = 1.43" in text
 
 
@@ -66,8 +66,7 @@ def test_a_test_without_a_known_task_is_a_collection_error_and_a_public_gap_fail
         fh.write(NO_MAX_SHIFT)  # the hidden tests catch it (huge inputs); the public ones do not
     course = Course(mini_course)
     reference = mini_course / "reference/mini"
-    result = grade(course, "mini", open_submission(course, "mini", reference, student="ref"),
-                   allow_weak_sandbox=True)
+    result = grade_workspace(course, "mini", reference, student="ref", allow_weak_sandbox=True)
     names = {o.name for o in result.outcomes}
     assert not names & {"test_normalize::test_normalize_rows_without_a_task",
                         "test_normalize::test_normalize_of_a_misspelt_task"}  # not run: no task to count for
@@ -77,7 +76,7 @@ def test_a_test_without_a_known_task_is_a_collection_error_and_a_public_gap_fail
     assert "'normalise', which mini does not have (tasks: double, normalize, quiz)" in problems[1]
     assert sum(t.max_score for t in result.score.tests if t.task == "normalize") == 40
 
-    verdicts = {v.subject: v for v in validate(course, "mini", jobs=2)}
+    verdicts = {v.subject: v for v in validate(assignment_of(course, "mini"), jobs=2)}
     hidden = verdicts["hidden tests"]
     assert not hidden.ok and "test_normalize_rows_without_a_task" in hidden.detail and "normalise" in hidden.detail
     assert verdicts["public tests"].ok

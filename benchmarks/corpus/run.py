@@ -161,18 +161,19 @@ def helper_module(entry: Entry, sources: Path) -> str:
 def build_workspace(entry: Entry, sources: Path, folder: Path) -> Path:
     """The reference as a workspace, the helper module beside it, the wrapper appended to the module
     that defines each provided function, and the course's names bound to the wrapper's."""
+    from grader.core.assignment import Assignment
     from grader.core.course import Course
-    from grader.core.manifest import load_manifest
-    from grader.pipeline.validate import _defining_file, reference_workspace
+    from grader.pipeline.validate import defining_file, reference_workspace
 
     course = Course(ROOT)
-    manifest = load_manifest(course.assignment_dir(entry.assignment) / "assignment.toml")
-    workspace = reference_workspace(course, manifest, folder)
+    assignment = Assignment.load(course, entry.assignment)
+    manifest = assignment.manifest
+    workspace = reference_workspace(assignment, folder)
     (workspace / f"corpus_{entry.id}.py").write_text(helper_module(entry, sources), encoding="utf-8")
     wrapper = (WRAPPERS / f"{entry.id}.py").read_text(encoding="utf-8")
     by_file: dict[str, list[str]] = {}
     for function, bound in entry.provides.items():
-        by_file.setdefault(_defining_file(manifest, course.reference_for(entry.assignment), function), []).append(
+        by_file.setdefault(defining_file(manifest, course.reference_for(entry.assignment), function), []).append(
             f"{function} = {bound}")
     for filename, bindings in by_file.items():
         with open(workspace / filename, "a", encoding="utf-8") as fh:

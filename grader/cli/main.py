@@ -52,6 +52,24 @@ def iso_datetime(_ctx, _param, value: str | None) -> datetime | None:
 pass_course = click.make_pass_decorator(Course)
 
 
+def load_assignment(course: Course, assignment_id: str):
+    """The command's Assignment, built once here (grader.core.assignment) and passed down."""
+    from grader.core.assignment import Assignment
+
+    return Assignment.load(course, assignment_id)
+
+
+def interpret_kernels_without_gpu() -> None:
+    """At the edge of a command that grades: without a GPU, Triton's interpreter runs the kernels, which
+    Triton decides when it is first imported, so it is switched on before anything imports it."""
+    import os
+
+    import torch
+
+    if not torch.cuda.is_available():
+        os.environ.setdefault("TRITON_INTERPRET", "1")
+
+
 @click.group()
 @click.option("--course", "course_dir", type=click.Path(file_okay=False), default=None,
               help="Course root (default: $GRADE_COURSE, else the nearest parent with assignments/).")
@@ -85,10 +103,8 @@ def gradebook_option(command):
 @library_errors
 def list_assignments(course: Course) -> None:
     """Assignments, their tasks, points and deadlines."""
-    from grader.core.manifest import load_manifest
-
     for assignment_id in course.assignment_ids():
-        manifest = load_manifest(course.assignment_dir(assignment_id) / "assignment.toml")
+        manifest = load_assignment(course, assignment_id).manifest
         deadline = manifest.deadline.isoformat() if manifest.deadline else "no deadline"
         click.echo(f"{manifest.id}  {manifest.title}  ({manifest.max_points:g} points, due {deadline})")
         for task in manifest.tasks:
@@ -104,9 +120,11 @@ def sandbox_command(course: Course) -> None:
 
     Starts one real worker to confirm every layer. Exit 0 when an official grade is
     possible here, 4 when it is not (with the reason and the override flag)."""
+    from grader.core.settings import load_settings
     from grader.pipeline.policy import inspect_host
+    from grader.sandbox.isolation import SandboxSwitches
 
-    report = inspect_host(course)
+    report = inspect_host(course, load_settings(course.root), SandboxSwitches.from_environment())
     for line in report.lines:
         click.echo(line)
     if report.refusal:
@@ -131,23 +149,24 @@ def check(course: Course, assignment: str | None, workspace: str | None, task_id
     ASSIGNMENT may be left out inside an unzipped bundle (or a course with one assignment)."""
     from grader.cli.console import print_check_summary, print_terminal
     from grader.core.course import refuse_another_copy
-    from grader.core.manifest import load_manifest
     from grader.core.records import FAILED, PENDING
-    from grader.pipeline.grading import grade, open_submission
-    from grader.render.results import write_gradescope
+    from grader.pipeline.grading import GradeRequest, open_submission
+    from grader.pipeline.record import ResultsJson, grade_and_record
 
-    assignment = course.default_assignment(assignment)
-    manifest = load_manifest(course.assignment_dir(assignment) / "assignment.toml")
-    refuse_another_copy(course, manifest.files, workspace)
-    submission = open_submission(course, assignment, workspace, student=SELF_CHECK_STUDENT)
-    click.echo(f"checking {Path(submission.source).resolve()}: the public tests of {assignment} "
+    interpret_kernels_without_gpu()
+    assigned = load_assignment(course, course.default_assignment(assignment))
+    refuse_another_copy(course, assigned.manifest.files, workspace)
+    submission = open_submission(assigned, workspace, student=SELF_CHECK_STUDENT)
+    click.echo(f"checking {Path(submission.source).resolve()}: the public tests of {assigned.id} "
                f"from {course.describe()}")
-    result = grade(course, assignment, submission, mode="check", only_task=task_id, seed=seed)
+    result, _ = grade_and_record(assigned, submission, GradeRequest(mode="check", only_task=task_id, seed=seed))
     print_terminal(result)
     print_check_summary(result)
     if json_path:
-        write_gradescope(result, json_path, manifest)
-        click.echo(f"results.json: {json_path}")
+        from grader.pipeline.record import deliver
+
+        for line in deliver(result, submission, [ResultsJson(Path(json_path), assigned.manifest)]):
+            click.echo(line)
     if any(o.status == FAILED for o in result.outcomes) or all(o.status == PENDING for o in result.outcomes):
         sys.exit(1)  # exit 0 iff every selected public test ran and passed
 
@@ -180,35 +199,33 @@ def submit(course: Course, assignment: str, workspace: str | None, student: str 
 
     A student's extension recorded in the gradebook (grade extension, or the roster) applies."""
     from grader.cli.console import ActivityProgress, print_terminal
-    from grader.core.manifest import load_manifest
     from grader.core.student_ids import check_student_id
-    from grader.pipeline.grading import grade, open_submission
-    from grader.pipeline.staff import recorded_late_policy
-    from grader.render.report import write_html
-    from grader.render.results import write_gradescope
+    from grader.pipeline.grading import GradeRequest, grade, open_submission
+    from grader.pipeline.record import GradebookRow, HtmlReport, ResultsJson, deliver
+    from grader.pipeline.staff import recorded_due_date
     from grader.storage.gradebook import Gradebook
 
     if student is not None:
         check_student_id(student, "--student", fix="pass the student's id")
-    submission = open_submission(course, assignment, workspace, student=student,
-                                 submitted_at=submitted_at)
+    interpret_kernels_without_gpu()
+    assigned = load_assignment(course, assignment)
+    submission = open_submission(assigned, workspace, student=student, submitted_at=submitted_at)
     html = Path(html_path) if html_path else course.report_path(submission.student, assignment)
-    late = recorded_late_policy(course.gradebook_path(gradebook_path), submission.student, assignment)
+    book_path = course.gradebook_path(gradebook_path)
+    request = GradeRequest(mode="submit", seed=seed, timing_device=timing_device,
+                           allow_weak_sandbox=allow_weak_sandbox, protected=(str(book_path), str(html)),
+                           due=recorded_due_date(book_path, submission.student, assigned))
     with ActivityProgress(f"grading {assignment} for {submission.student}") as activity:
-        result = grade(course, assignment, submission, mode="submit", seed=seed, timing_device=timing_device,
-                       allow_weak_sandbox=allow_weak_sandbox,
-                       protected=(str(course.gradebook_path(gradebook_path)), str(html)), progress=activity,
-                       **late)
+        result = grade(assigned, submission, request, progress=activity)
     print_terminal(result)
-    if json_path:
-        write_gradescope(result, json_path, load_manifest(course.assignment_dir(assignment) / "assignment.toml"))
-        click.echo(f"results.json: {json_path}")
-    write_html(result, html, course.templates_dir)
-    click.echo(f"report: {html}")
+    sinks = [*([ResultsJson(Path(json_path), assigned.manifest)] if json_path else []),
+             HtmlReport(html, course.templates_dir)]
+    for line in deliver(result, submission, sinks):
+        click.echo(line)
     if not no_record:
-        with Gradebook(course.gradebook_path(gradebook_path)) as book:
-            book.record(result, submission)
-        click.echo(f"recorded in {course.gradebook_path(gradebook_path)}")
+        with Gradebook(book_path) as book:
+            for line in deliver(result, submission, [GradebookRow(book)]):
+                click.echo(line)
 
 
 # ------------------------------------------------------------------ running a class
@@ -255,8 +272,10 @@ def batch(course: Course, assignment: str, submissions_dir: str, jobs: int | Non
     from grader.pipeline.batch import run_batch
     from grader.storage.gradebook import Gradebook
 
+    interpret_kernels_without_gpu()
+    assigned = load_assignment(course, assignment)
     with Gradebook(course.gradebook_path(gradebook_path)) as book, RichProgress() as progress:
-        summary = run_batch(course, assignment, submissions_dir, book, jobs=jobs,
+        summary = run_batch(assigned, submissions_dir, book, jobs=jobs,
                             force=force, write_reports=not no_reports, progress=progress,
                             allow_weak_sandbox=allow_weak_sandbox, executor_kind=executor_kind,
                             address=address, node_course=node_course, seed=seed)
@@ -322,12 +341,12 @@ def override(course: Course, assignment: str, student: str, points: float | None
         raise click.UsageError("--all-tasks goes with --clear")
     with _existing_gradebook(course, gradebook_path) as book:
         if clear:
-            records = clear_override(course, book, assignment, student, reason, task_id=task_id,
+            records = clear_override(load_assignment(course, assignment), book, student, reason, task_id=task_id,
                                      every_task=all_tasks, author=author)
             click.echo(f"cleared {len(records)} override(s) of {student} in {assignment}")
         else:
-            records = [set_override(course, book, assignment, student, points, reason, task_id=task_id,
-                                    author=author)]
+            records = [set_override(load_assignment(course, assignment), book, student, points, reason,
+                                    task_id=task_id, author=author)]
         print_overrides(records)
 
 
@@ -374,11 +393,11 @@ def extension(course: Course, assignment: str, student: str, days: float | None,
         if clear:
             if days is not None or hours is not None or until is not None:
                 raise click.UsageError("--clear takes no --days, --hours or --until")
-            end_extension(course, book, assignment, student, reason, author=author)
+            end_extension(load_assignment(course, assignment), book, student, reason, author=author)
             click.echo(f"ended the extension of {student} for {assignment}")
             return
-        record = grant_extension(course, book, assignment, student, reason, days=days, hours=hours, until=until,
-                                 author=author)
+        record = grant_extension(load_assignment(course, assignment), book, student, reason, days=days, hours=hours,
+                                 until=until, author=author)
         print_extensions({student: record})
 
 
@@ -422,8 +441,9 @@ def report(course: Course, assignment: str, out: str | None, gradebook_path: str
     """The instructor's class report (HTML, staff only) from the gradebook."""
     from grader.render.class_report import write_class_report
 
+    assigned = load_assignment(course, assignment)
     with _existing_gradebook(course, gradebook_path) as book:
-        path = write_class_report(course, assignment, book, out)
+        path = write_class_report(assigned, book, out)
     click.echo(f"class report: {path}")
 
 
@@ -446,15 +466,16 @@ def export(course: Course, assignment: str, fmt: str, out: str | None, column: s
     extensions and overrides applied)."""
     from grader.render.exports import export_gradescope, export_table, gradescope_folder, write_csv
 
+    assigned = load_assignment(course, assignment)
     with _existing_gradebook(course, gradebook_path) as book:
         if fmt == "gradescope":
-            folder = gradescope_folder(course, assignment, out)
-            written = export_gradescope(course, assignment, book, folder)
+            folder = gradescope_folder(assigned, out)
+            written = export_gradescope(assigned, book, folder)
             click.echo(f"{len(written)} results.json file(s) under {folder}")
         elif out is None:
-            click.echo(export_table(course, assignment, book, fmt, column), nl=False)
+            click.echo(export_table(assigned, book, fmt, column), nl=False)
         else:
-            click.echo(f"{fmt}: {write_csv(course, assignment, book, out, fmt, column)}", err=True)
+            click.echo(f"{fmt}: {write_csv(assigned, book, out, fmt, column)}", err=True)
 
 
 @main.group()
@@ -475,7 +496,8 @@ def autograder_gradescope(course: Course, assignment: str, out: str | None, time
     """A Gradescope autograder zip: setup.sh, run_autograder, the grader and this assignment."""
     from grader.ship.autograder import build_autograder
 
-    click.echo(f"autograder: {build_autograder(course, assignment, out, timeout_minutes=timeout_minutes)}")
+    bundle = build_autograder(load_assignment(course, assignment), out, timeout_minutes=timeout_minutes)
+    click.echo(f"autograder: {bundle}")
 
 
 @autograder.command("run")
@@ -486,10 +508,16 @@ def autograder_gradescope(course: Course, assignment: str, out: str | None, time
 def autograder_run(course: Course, assignment: str, seed: int | None) -> None:
     """Inside Gradescope (run_autograder): grade $GRADE_AUTOGRADER_HOME/submission (default
     /autograder) with its submission_metadata.json, and write results/results.json there."""
-    from grader.ship.autograder import AutograderPaths, run_gradescope
+    from grader.ship.autograder import AutograderPaths, record_failure, run_gradescope
 
+    interpret_kernels_without_gpu()
     paths = AutograderPaths.from_environment()
-    status = run_gradescope(course, assignment, paths, seed=seed)
+    try:
+        built = load_assignment(course, assignment)
+    except GraderError as exc:  # a broken manifest or settings: the student still gets a results.json
+        status = record_failure(paths, exc)
+    else:
+        status = run_gradescope(built, paths, seed=seed)
     click.echo(f"results.json: {paths.results}")
     if status:
         sys.exit(status)
@@ -505,7 +533,7 @@ def release(course: Course, assignment: str, out: str | None) -> None:
     """The student bundle from assignments/ASSIGNMENT alone; exit 3 if anything instructor-only would ship."""
     from grader.ship.release import release as build_release
 
-    bundle = build_release(course, assignment, out)
+    bundle = build_release(load_assignment(course, assignment), out)
     click.echo(f"{len(bundle.files)} file(s) checked: nothing from reference/ or kernels/")
     click.echo(f"zip: {bundle.zip_path}")
     click.echo(f"notebook: {bundle.notebook_path}")
@@ -526,6 +554,7 @@ def validate(course: Course, assignment: str | None, jobs: int | None) -> None:
     from grader.core.text import printable
     from grader.pipeline.validate import validate as run_validation
 
+    interpret_kernels_without_gpu()
     console = Console()
     assignments = [assignment] if assignment else course.assignment_ids()
     failures = 0
@@ -542,7 +571,7 @@ def validate(course: Course, assignment: str | None, jobs: int | None) -> None:
                               f"{escape(printable(verdict.detail))}")
                 activity.done(verdict.subject)
 
-            verdicts = run_validation(course, assignment_id, jobs=jobs, progress=show)
+            verdicts = run_validation(load_assignment(course, assignment_id), jobs=jobs, progress=show)
         failures += sum(not v.ok for v in verdicts)
     if failures:
         raise click.ClickException(f"{failures} validation check(s) failed")

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import importlib
 import os
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -194,33 +192,3 @@ def owner_of_tests(test_file: Path) -> tuple[Course, str, bool] | None:
         if assignment_id:
             return Course(folder, bundle=assignment_id), assignment_id, False
     return None
-
-
-def use_course_reference(course_root: Path) -> None:
-    """Make `import reference...` (and `kernels`) mean this course's folders, in this trusted process.
-
-    Hidden tests and mutants import `reference.<id>.<module>` by name. One process
-    grades one course at a time, but it may grade several in its life (the
-    grader's own tests do): a `reference` package from another course is dropped
-    from sys.modules, with everything under it, before this one is imported."""
-    folder = str((course_root / "reference").resolve())
-    loaded = sys.modules.get("reference")
-    if loaded is not None and folder not in [str(Path(p).resolve()) for p in getattr(loaded, "__path__", [])]:
-        for name in [n for n in sys.modules if n == "reference" or n.startswith("reference.")]:
-            del sys.modules[name]
-    root = str(course_root.resolve())
-    if root in sys.path:
-        sys.path.remove(root)
-    sys.path.insert(0, root)
-
-
-def reference_functions(course_root: Path, assignment_id: str, files: tuple[str, ...]) -> dict:
-    """The trusted reference functions of one assignment (name → function), imported here."""
-    if not (course_root / "reference" / assignment_id).is_dir():
-        return {}
-    use_course_reference(course_root)
-    functions: dict = {}
-    for filename in files:
-        module = importlib.import_module(f"reference.{assignment_id}.{Path(filename).stem}")
-        functions.update({k: v for k, v in vars(module).items() if callable(v)})
-    return functions

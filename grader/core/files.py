@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import stat
 import tempfile
 from pathlib import Path
 
@@ -51,11 +52,18 @@ def tree_digest(files: dict[str, Path], label: str = "") -> str:
     return digest.hexdigest()
 
 
-def write_atomic(path: str | os.PathLike, data: bytes | str, mode: int = 0o644) -> Path:
-    """Write `data` to `path` whole or not at all (a temporary file beside it, then a rename)."""
+def write_atomic(path: str | os.PathLike, data: bytes | str) -> Path:
+    """Write `data` to `path` whole or not at all (a temporary file beside it, then a rename). A file
+    written again keeps its permissions; a new one gets the usual ones (0o666 less the umask)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     payload = data.encode("utf-8") if isinstance(data, str) else data
+    try:
+        mode = stat.S_IMODE(os.stat(path).st_mode)
+    except FileNotFoundError:
+        umask = os.umask(0)
+        os.umask(umask)
+        mode = 0o666 & ~umask
     fd, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as fh:

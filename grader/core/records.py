@@ -176,8 +176,34 @@ class Score:
                       "tests": tuple(TestScore(**t) for t in data.get("tests", ())),
                       "overrides": tuple(Override(**o) for o in data.get("overrides", ()))})
 
-    def test_score(self, name: str) -> TestScore | None:
-        return next((t for t in self.tests if t.name == name), None)
+
+@dataclass(frozen=True)
+class FileProblem:
+    """A file of the submission the grader could not use: `kind` "missing" (a manifest file that was
+    not handed in) or "syntax" (not valid Python, `detail` says where)."""
+
+    kind: str
+    file: str
+    detail: str = ""
+
+    def describe(self) -> str:
+        return f"{self.file}: syntax error: {self.detail}" if self.kind == "syntax" else f"{self.file} is missing"
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def _legacy_file_problems(notes: tuple[str, ...]) -> tuple[FileProblem, ...]:
+    """Records written before file problems were kept as data said them only in their notes: read those
+    notes once, when such a record is loaded (a newer record carries `file_problems` itself)."""
+    found = []
+    for note in notes:
+        if note.startswith("missing file(s):"):
+            found += [FileProblem("missing", name.strip()) for name in note.split(":", 1)[1].split(",")]
+        elif ": syntax error: " in note:
+            filename, problem = note.split(": syntax error: ", 1)
+            found.append(FileProblem("syntax", filename, problem))
+    return tuple(found)
 
 
 @dataclass(frozen=True)
@@ -203,7 +229,8 @@ class GradeResult:
     notes: tuple[str, ...] = ()
     student_output: str = ""
     sandbox_override: bool = False  # graded with --allow-weak-sandbox below the course's requirement
-    fingerprint: str = ""  # what graded it: manifest, reference/<id>/, grader version (core.course)
+    fingerprint: str = ""  # what graded it: manifest, reference/<id>/, grader version (core.fingerprint)
+    file_problems: tuple[FileProblem, ...] = ()  # files missing or not valid Python, as data
 
     def to_dict(self) -> dict:
         data = asdict(self)
@@ -212,7 +239,10 @@ class GradeResult:
 
     @classmethod
     def from_dict(cls, data: dict) -> GradeResult:
+        notes = tuple(data.get("notes", ()))
+        problems = (tuple(FileProblem(**p) for p in data["file_problems"]) if "file_problems" in data
+                    else _legacy_file_problems(notes))
         return cls(**{**data, "score": Score.from_dict(data["score"]),
                       "outcomes": tuple(TestOutcome.from_dict(o) for o in data["outcomes"]),
                       "findings": tuple(StaticFinding(**f) for f in data["findings"]),
-                      "notes": tuple(data.get("notes", ()))})
+                      "notes": notes, "file_problems": problems})

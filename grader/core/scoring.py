@@ -3,12 +3,12 @@
 No I/O, no clock, no randomness: the same inputs always give the same score,
 which is what makes a regrade trustworthy.
 
-The late policy: `score(..., submitted_at, deadline=None, extension=None,
-closes_at=None)` holds a submission to `deadline` (the manifest's unless a
-hosted grader passes its own due date) plus `extension` (a student's extra
-time); after `closes_at` (plus the extension) it earns nothing. `final_score`
-turns a recorded Score into the one that counts today: the late policy applied
-again with the student's current extension, then staff overrides.
+The late policy: `score(..., submitted_at, due)` holds a submission to its
+DueDate (grader.core.due: the manifest's deadline unless a hosted grader or the
+student's own date replaces it, plus the student's extension); after the due
+date's closing time it earns nothing. `final_score` turns a recorded Score into
+the one that counts today: the late policy applied again with the student's
+current due date, then staff overrides.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 from fractions import Fraction
 
+from grader.core.due import DueDate
 from grader.core.errors import StaffActionRefused
 from grader.core.manifest import LatePolicy, Manifest, SpeedThreshold, Task
 from grader.core.records import (
@@ -34,17 +35,10 @@ from grader.core.records import (
 from grader.sandbox.forbidden import finding_reason
 
 
-def due_at(deadline: datetime | None, extension: timedelta | None = None) -> datetime | None:
-    """The deadline a student is held to: the assignment's (or an override of it), plus an extension."""
-    if deadline is None:
-        return None
-    return deadline + extension if extension else deadline
-
-
 def late_days(policy: LatePolicy, deadline: datetime | None, submitted_at: datetime | None) -> int:
     """Started days late after the grace period (0 when on time or undated).
 
-    `deadline` is the one that applies to this student (see due_at)."""
+    `deadline` is the one that applies to this student (DueDate.due)."""
     if deadline is None or submitted_at is None:
         return 0
     overdue = submitted_at - deadline - timedelta(minutes=policy.grace_minutes)
@@ -62,18 +56,18 @@ def late_fraction(policy: LatePolicy, days: int) -> float:
     return min(1.0, max(0.0, days * policy.penalty_per_day))
 
 
-def _late(manifest: Manifest, raw: float, submitted_at: datetime | None, deadline: datetime | None,
-          extension: timedelta | None, closes_at: datetime | None = None) -> tuple[int, float, datetime | None]:
+def _late(manifest: Manifest, raw: float, submitted_at: datetime | None,
+          due: DueDate | None) -> tuple[int, float, datetime | None]:
     """(days late, points taken off, the deadline applied) for `raw` points.
 
-    After `closes_at` (shifted by the extension too) a submission earns nothing."""
-    due = due_at(manifest.deadline if deadline is None else deadline, extension)
-    days = late_days(manifest.late_policy, due, submitted_at)
+    After the due date's closing time (moved by the extension too) a submission earns nothing."""
+    due = DueDate(deadline=manifest.deadline) if due is None else due
+    days = late_days(manifest.late_policy, due.due, submitted_at)
     fraction = late_fraction(manifest.late_policy, days)
-    closed = due_at(closes_at, extension)
+    closed = due.closes
     if closed is not None and submitted_at is not None and submitted_at > closed:
         fraction = 1.0
-    return days, round(raw * fraction, 4), due
+    return days, round(raw * fraction, 4), due.due
 
 
 def speed_fraction(thresholds: tuple[SpeedThreshold, ...], ratio: float) -> float:
@@ -195,25 +189,20 @@ def _task_score(task: Task, outcomes: list[TestOutcome], findings: list[StaticFi
 
 
 def score(manifest: Manifest, outcomes: list[TestOutcome], findings: list[StaticFinding] = (),
-          submitted_at: datetime | None = None, *, deadline: datetime | None = None,
-          extension: timedelta | None = None, closes_at: datetime | None = None) -> Score:
-    """The grade of one submission.
-
-    The late policy holds the student to `deadline` (default: the manifest's; a
-    hosted grader passes the due date it knows) plus `extension` (a student's
-    extra time); a submission after `closes_at` (a hosted grader's last late
-    date, shifted by the extension too) earns nothing."""
+          submitted_at: datetime | None = None, due: DueDate | None = None) -> Score:
+    """The grade of one submission, held to `due` (default: the manifest's deadline, no extension)."""
     tasks = tuple(_task_score(task, [o for o in outcomes if o.task == task.id], list(findings))
                   for task in manifest.tasks)
     raw = sum(t.earned for t in tasks)
-    days, penalty, due = _late(manifest, raw, submitted_at, deadline, extension, closes_at)
+    days, penalty, due_at = _late(manifest, raw, submitted_at, due)
+    extension = due.extension if due else None
     pending_points = sum(t.points for t in tasks if t.status == "pending" and not t.bonus)
     return Score(tasks=tasks, raw=round(raw, 4), late_days=days, late_penalty=penalty,
                  total=round(raw - penalty, 4), max_points=manifest.max_points,
                  pending_points=pending_points,
                  bonus_earned=round(sum(t.earned for t in tasks if t.bonus), 4),
                  tests=test_scores(tasks, outcomes, {t.id: t for t in manifest.tasks}),
-                 due_at=due.isoformat() if due else None,
+                 due_at=due_at.isoformat() if due_at else None,
                  extension_s=extension.total_seconds() if extension else 0.0)
 
 
@@ -236,11 +225,9 @@ def check_override(manifest: Manifest, task_id: str | None, points: float) -> No
 
 
 def final_score(manifest: Manifest, computed: Score, submitted_at: datetime | None, *,
-                deadline: datetime | None = None, extension: timedelta | None = None,
-                closes_at: datetime | None = None,
-                overrides: tuple[Override, ...] | list[Override] = ()) -> Score:
+                due: DueDate | None = None, overrides: tuple[Override, ...] | list[Override] = ()) -> Score:
     """A recorded score as it stands today: the late policy applied again with the student's
-    current deadline and extension, then staff overrides (the newest per task, and for the total).
+    current due date, then staff overrides (the newest per task, and for the total).
 
     A task override replaces that task's points before the late penalty; a total override
     replaces the total after it. The per-test points stay as graded."""
@@ -257,15 +244,15 @@ def final_score(manifest: Manifest, computed: Score, submitted_at: datetime | No
         applied.append(replace(override, computed=task.earned))
         tasks.append(replace(task, earned=round(override.points, 4)))
     raw = round(sum(t.earned for t in tasks), 4)
-    days, penalty, due = _late(manifest, raw, submitted_at, deadline, extension, closes_at)
+    days, penalty, due_at = _late(manifest, raw, submitted_at, due)
+    extension = due.extension if due else None
     total = round(raw - penalty, 4)
-    before = total if not applied else round(computed.raw - _late(manifest, computed.raw, submitted_at, deadline,
-                                                                  extension, closes_at)[1], 4)
+    before = total if not applied else round(computed.raw - _late(manifest, computed.raw, submitted_at, due)[1], 4)
     if None in newest:
         applied.append(replace(newest[None], computed=total))
         total = round(newest[None].points, 4)
     return replace(computed, tasks=tuple(tasks), raw=raw, late_days=days, late_penalty=penalty, total=total,
                    bonus_earned=round(sum(t.earned for t in tasks if t.bonus), 4),
-                   due_at=due.isoformat() if due else None,
+                   due_at=due_at.isoformat() if due_at else None,
                    extension_s=extension.total_seconds() if extension else 0.0,
                    overrides=tuple(applied), computed_total=before if applied else None)

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
+from grader.core.assignment import Assignment
 from grader.core.course import Course, owner_of_tests
-from grader.core.manifest import load_manifest
-from grader.harness.diagnose import load_reference
+from grader.harness.reference import load_reference
 from grader.harness.testing import Check, GradingContext, Pending
 
 CONTEXT_KEY = pytest.StashKey[GradingContext]()
@@ -67,15 +67,15 @@ def _in_process_context(request: pytest.FixtureRequest) -> GradingContext:
         raise pytest.UsageError(f"{request.node.path} is not inside assignments/<id>/ or "
                                 f"reference/<id>/ of a course, nor in an unzipped assignment bundle")
     course, assignment_id, hidden = found
-    manifest = load_manifest(course.assignment_dir(assignment_id) / "assignment.toml")
+    assignment = Assignment.load(course, assignment_id)  # plain pytest is this process's edge
+    manifest = assignment.manifest
     explicit = request.config.getoption("--grade-workspace") or os.environ.get(WORKSPACE_ENV)
-    default = course.reference_for(assignment_id) if hidden else course.assignment_dir(assignment_id)
+    default = assignment.reference if hidden else assignment.folder
     workspace = Path(explicit) if explicit else default
-    reference, mutants = load_reference(course.root, manifest)
-    contract = manifest.contract
-    launchers = course.assignment_dir(assignment_id) / contract.module if contract else None
+    reference, mutants = load_reference(assignment)
     context = GradingContext(
-        runner=InProcessRunner(workspace, manifest.files, contract, launchers), manifest=manifest,
+        runner=InProcessRunner(workspace, manifest.files, manifest.contract, assignment.contract_module),
+        manifest=manifest,
         reference=reference, mutants=mutants, seed=_seed(request.config),
         device="cuda" if torch.cuda.is_available() else "cpu", hidden=hidden)
     setattr(request.config, cache_key, context)

@@ -233,7 +233,7 @@ class DegenerateRunner:
 
     def answer(self, name: str, args: tuple, kwargs: dict) -> tuple[str, object]:
         """("ok", the reference's value) or ("raised", its error), computed once per inputs."""
-        key = (name, fingerprint_of(args), fingerprint_of(kwargs))
+        key = (name, arguments_key(args), arguments_key(kwargs))
         if key not in self.cache:
             try:
                 self.cache[key] = ("ok", self.reference[name](*args, **kwargs))
@@ -262,14 +262,14 @@ class DegenerateRunner:
         return CallResult(status="ok", value=degenerate_answer(self.family, answer, args, kwargs))
 
 
-def fingerprint_of(value) -> object:
+def arguments_key(value) -> object:
     """A hashable stand-in for call arguments: shapes, dtypes, strides and the bytes of tensors."""
     if isinstance(value, torch.Tensor):
         data = value.detach().cpu().contiguous()
         return ("tensor", tuple(value.shape), str(value.dtype), value.stride(),
                 hashlib.sha1(data.view(torch.uint8).numpy().tobytes() if data.numel() else b"").hexdigest())
     if isinstance(value, (tuple, list)):
-        return (type(value).__name__, tuple(fingerprint_of(v) for v in value))
+        return (type(value).__name__, tuple(arguments_key(v) for v in value))
     if isinstance(value, dict):
-        return ("dict", tuple(sorted((str(k), fingerprint_of(v)) for k, v in value.items())))
+        return ("dict", tuple(sorted((str(k), arguments_key(v)) for k, v in value.items())))
     return ("value", repr(value))

@@ -24,19 +24,10 @@ import torch
 from grader.core.manifest import Manifest
 from grader.core.tolerances import tolerance_for
 from grader.harness import degenerate
-from grader.harness.diagnose import (
-    BF16_HINT,
-    BF16_IN_KERNEL,
-    TRITON_HANDOUT,
-    Diagnosis,
-    Difference,
-    Mutant,
-    diagnose,
-    explain_exception,
-    measure_difference,
-    normalised_message,
-    outputs_match,
-)
+from grader.harness.catalogue import Diagnosis, Mutant
+from grader.harness.diagnose import diagnose, normalised_message
+from grader.harness.differences import Difference, measure_difference, outputs_match
+from grader.harness.triton_api import BF16_HINT, BF16_IN_KERNEL, TRITON_HANDOUT, explain_exception
 from grader.sandbox.client import CallResult
 from grader.sandbox.facts import CallFacts
 
@@ -291,7 +282,8 @@ class Check:
             raise StudentProblem("missing", f"no function named {name} was found in your files: "
                                             f"check its spelling and that it is at module level.")
         if result.status == "import_failed":
-            self._problem(f"import_failed:{result.detail}", f"your module {result.detail} could not be imported")
+            self._problem(f"import_failed:{result.detail}", f"your module {result.detail} could not be imported",
+                          error=f"{error.get('type')}: {error.get('message')}")
             raise StudentProblem("import_failed",
                                  f"your module {result.detail} could not be imported, so {name} "
                                  f"could not run: {error.get('type')}: {error.get('message')}{where}")

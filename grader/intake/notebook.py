@@ -72,11 +72,6 @@ def _unreadable(label: str, problem: str, fix: str = "open it in Jupyter and sav
     return SubmissionError(f"{label} is not a readable Jupyter notebook: {problem}; {fix}")
 
 
-def read_cells(notebook_bytes: bytes, label: str = "notebook") -> list[tuple[str, str]]:
-    """(cell type, source) of every cell of an nbformat 4 notebook, read with bounded memory."""
-    return [(kind, source) for kind, source, _ in read_tagged_cells(notebook_bytes, label)]
-
-
 def _tags(cell: dict) -> tuple[str, ...]:
     metadata = cell.get("metadata")
     tags = metadata.get("tags") if isinstance(metadata, dict) else None

@@ -25,6 +25,7 @@ from datetime import datetime
 from pathlib import Path, PurePosixPath
 
 from grader.core.errors import GraderError, SubmissionError
+from grader.core.files import SKIPPED_PARTS
 from grader.core.quiz import ANSWERS_FILE
 from grader.core.student_ids import check_student_id
 from grader.core.text import one_line
@@ -43,8 +44,6 @@ MAX_DEPTH = 32  # folders inside folders
 MAX_ZIP_BYTES = 2 * MAX_TOTAL_BYTES  # a .zip file on disk
 MAX_RATIO = 200  # uncompressed / compressed size of one zip entry...
 RATIO_FLOOR = 1024 * 1024  # ...for entries larger than this
-SKIPPED_PARTS = {"__pycache__", ".git", ".ipynb_checkpoints", ".grade", ".pytest_cache",
-                 "__MACOSX", ".triton"}
 _OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | \
     getattr(os, "O_CLOEXEC", 0)
 
@@ -72,6 +71,8 @@ class Submission:
     def text(self, name: str) -> str | None:
         data = self.files.get(name)
         return None if data is None else data.decode("utf-8", errors="replace")
+
+    missing: tuple[str, ...] = ()  # files of the manifest that were not handed in
 
 
 def _shown(name: str) -> str:
@@ -308,8 +309,8 @@ def load_submission(path: str | Path, module_files: tuple[str, ...], *, student:
         raise SubmissionError(f"{label} could not be read ({type(exc).__name__}: {one_line(str(exc), 160)}); "
                               f"hand in a folder, a .zip or an .ipynb") from exc
     notes = []
-    missing = [name for name in module_files if name not in files]
+    missing = tuple(name for name in module_files if name not in files)
     if missing:
         notes.append(f"missing file(s): {', '.join(missing)}")
     return Submission(files=files, source=str(path), form=form, student=student,
-                      submitted_at=submitted_at, notes=tuple(notes))
+                      submitted_at=submitted_at, notes=tuple(notes), missing=missing)

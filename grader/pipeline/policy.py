@@ -12,12 +12,13 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
+from grader.core.assignment import Assignment
 from grader.core.course import Course
 from grader.core.errors import SandboxRefused
-from grader.core.settings import SandboxSettings, load_settings
+from grader.core.settings import CourseSettings, SandboxSettings
 from grader.sandbox import isolation as layers
 from grader.sandbox import uids
-from grader.sandbox.isolation import LAYER_ORDER, Isolation
+from grader.sandbox.isolation import LAYER_ORDER, Isolation, SandboxSwitches
 
 OVERRIDE_FLAG = "--allow-weak-sandbox"
 
@@ -36,7 +37,7 @@ def refusal(isolation: Isolation, settings: SandboxSettings) -> str | None:
             f"requires ({'; '.join(gaps)}); pass {OVERRIDE_FLAG} to grade anyway (the result records it)")
 
 
-def host_isolation(uid_range: tuple[int, int]) -> Isolation:
+def host_isolation(uid_range: tuple[int, int], switches: SandboxSwitches | None = None) -> Isolation:
     """The level a worker would get on this host now (predicted from cheap probes)."""
     slot = None
     if os.geteuid() == 0:
@@ -45,16 +46,16 @@ def host_isolation(uid_range: tuple[int, int]) -> Isolation:
         except (OSError, RuntimeError):
             slot = None
     try:
-        return layers.host_layers(slot.uid if slot else None).predicted()
+        return layers.host_layers(slot.uid if slot else None, switches).predicted()
     finally:
         if slot is not None:
             slot.release()
 
 
-def require_sandbox(course: Course) -> None:
+def require_sandbox(assignment: Assignment) -> None:
     """Raise SandboxRefused when this host cannot give the course's required level."""
-    settings = load_settings(course.root).sandbox
-    reason = refusal(host_isolation(settings.uid_range), settings)
+    settings = assignment.settings.sandbox
+    reason = refusal(host_isolation(settings.uid_range, assignment.switches), settings)
     if reason is not None:
         raise SandboxRefused(reason)
 
@@ -65,15 +66,15 @@ class HostReport:
     refusal: str | None
 
 
-def inspect_host(course: Course) -> HostReport:
+def inspect_host(course: Course, settings: CourseSettings, switches: SandboxSwitches | None = None) -> HostReport:
     """Start one worker here and report each layer it got (for `grade sandbox`)."""
     from grader.sandbox.client import Sandbox, SandboxUnavailable
     from grader.sandbox.limits import SandboxLimits
 
-    settings = load_settings(course.root).sandbox
+    settings = settings.sandbox
     with Sandbox({"probe.py": b""}, ["probe.py"], uid_range=settings.uid_range,
                  limits=SandboxLimits(submission_budget_s=180),
-                 protected=(str(course.root),)) as box:
+                 protected=(str(course.root),), switches=switches) as box:
         try:
             confirmed = box.wait_ready()
         except SandboxUnavailable as exc:

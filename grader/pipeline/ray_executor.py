@@ -1,14 +1,14 @@
 """Grade a class on a Ray cluster: `grade batch ... --executor ray [--address auto|HOST:PORT]`.
 
-The same `Executor` as the local process pool (`submit(job) -> Future[JobResult]`,
-`shutdown(cancel)`, `restart()`), so the batch engine (grader/pipeline/batch.py)
-plans, skips, records, shows progress and recovers exactly as it does on one
-machine. What differs, and why:
+The same Executor as the local process pool (grader.pipeline.executor: submit,
+restart, slots, shutdown), so the batch engine (grader/pipeline/batch.py) plans,
+skips, records, shows progress and recovers exactly as it does on one machine.
+What differs, and why:
 
 - **Long-lived actors, one job at a time each.** A `GradingActor` is a Ray actor
   that imports torch, pytest and the assignment's reference once, when it
   starts; at the no-namespace level its sandbox workers fork from the actor's
-  own template worker (grader.sandbox.client.Zygote), which imported torch once.
+  own template worker (grader.sandbox.template.Zygote), which imported torch once.
   The executor keeps the queue on the driver and hands an actor its next job
   only when it is idle, so a job never waits inside Ray behind another one and
   "in flight" means the same as in a local pool.
@@ -23,10 +23,12 @@ machine. What differs, and why:
   intake's caps (grader/intake/submission.py) and ships the Submission; the
   actor never reads the submissions folder. The GradeResult comes back as a
   dict. Only the course has to be on every node (see docs/RAY.md): each actor
-  reports a fingerprint of the grader's code and the course's manifest, hidden
-  tests, reference and kernels, and its node's sandbox level, before it gets a
-  job; a node whose copy differs, or whose sandbox is below the course's
-  requirement, stops the batch before anyone is graded on it.
+  builds the assignment from its node's copy of the course (with the driver's
+  sandbox switches) and reports what grades there, before it gets a job: the
+  grading fingerprint (grader.core.fingerprint), the course's settings, the
+  grader's code and the report templates, and its node's sandbox level; a node
+  that differs, or whose sandbox is below the course's requirement, stops the
+  batch before anyone is graded on it.
 - **The driver writes everything.** The gradebook is written by the batch's
   recorder alone, as always. A report is rendered by the actor (its figures are
   a fair share of a submission's cost, so rendering scales with the cluster)
@@ -36,8 +38,8 @@ machine. What differs, and why:
   and nothing a node holds can overwrite another student's report. The
   templates are part of what the fingerprint compares, so the page is the one
   the driver would have rendered.
-- **An actor that dies is a broken pool.** Its job's future fails with
-  BrokenProcessPool, so the batch does what it does for a local pool: the jobs
+- **An actor that dies is a broken executor.** Its job's future fails with
+  ExecutorBroken, so the batch does what it does for a local pool: the jobs
   in flight run again one at a time, and only a job that kills its actor while
   running alone is charged (twice, then recorded as that student's error).
   `restart()` ends the actors still busy with jobs the batch gave up (so a job
@@ -48,7 +50,6 @@ machine. What differs, and why:
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import os
 import socket
@@ -56,27 +57,26 @@ import tempfile
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
 from concurrent.futures import Future, wait
-from concurrent.futures.process import BrokenProcessPool
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
+from grader.core.assignment import Assignment
 from grader.core.compat import parse_iso
+from grader.core.course import Course
 from grader.core.errors import GraderError, SandboxRefused
-from grader.core.manifest import Manifest, load_manifest
+from grader.core.files import tree_digest, tree_files, write_atomic
+from grader.core.manifest import Manifest
 from grader.core.text import one_line
 from grader.intake.submission import Submission, load_submission
-from grader.pipeline.batch import GradingJob, JobResult, _describe, _warm_worker, run_job
-from grader.sandbox.isolation import switches as isolation_switches
+from grader.pipeline.executor import ExecutorBroken
+from grader.pipeline.jobs import GradingJob, JobResult, describe_failure, run_job, warm_process
+from grader.sandbox.isolation import SandboxSwitches
 
 RAY_EXTRA = 'pip install -e ".[ray]"'
 START_TIMEOUT_S = 600.0  # for the first actor: imports, and on an autoscaling cluster a new node
 START_GRACE_S = 60.0  # once one actor is ready, how long the others may take before they are given up
 POLL_S = 0.2  # how often the collector looks for jobs handed over while it waited
-SKIPPED_PARTS = {"__pycache__", ".pytest_cache", ".grade", ".git", ".triton"}
-
-JobFunction = Callable[[GradingJob, Submission], JobResult]
 
 
 def _import_ray():
@@ -94,39 +94,18 @@ def needs_gpu(manifest: Manifest) -> bool:
 
 
 # ----------------------------------------------------------------------- what a node must hold
-def _tree_digest(digest, root: Path, label: str) -> None:
-    """Add every regular file under `root` (relative path and bytes, in path order) to `digest`."""
-    if not root.exists():
-        digest.update(f"{label}: absent\n".encode())
-        return
-    files = sorted(p for p in root.rglob("*") if p.is_file() and not p.is_symlink()
-                   and not SKIPPED_PARTS & set(p.relative_to(root).parts) and p.suffix != ".pyc")
-    for path in files:
-        digest.update(f"{label}/{path.relative_to(root).as_posix()}\0".encode())
-        digest.update(hashlib.sha256(path.read_bytes()).digest())
-
-
-def fingerprint(course_root: str | Path, assignment_id: str) -> dict[str, str]:
-    """What must be the same on the driver and on every node, by part: sha256 of each.
-
-    `grader`: the grader's own Python files; `course`: course.toml, the assignment's
-    folder (manifest, quiz), its reference folder (hidden tests, solutions, mutants,
-    quiz key) and kernels/; `templates`: the report templates the course uses."""
+def node_digests(assignment: Assignment) -> dict[str, str]:
+    """What must be the same on the driver and on every node, by part: `grader` (the grader's own Python
+    files), `course` (what grades the assignment: its grading fingerprint and the course's settings) and
+    `templates` (the report templates the course uses)."""
     import grader
-    from grader.core.course import Course
 
-    root = Path(course_root)
-    templates = hashlib.sha256()
-    _tree_digest(templates, Course(root).templates_dir, "templates")
-    code = hashlib.sha256()
-    _tree_digest(code, Path(grader.__file__).resolve().parent, "grader")
-    course = hashlib.sha256()
-    settings = root / "course.toml"
-    course.update(settings.read_bytes() if settings.is_file() else b"no course.toml")
-    _tree_digest(course, root / "assignments" / assignment_id, "assignment")
-    _tree_digest(course, root / "reference" / assignment_id, "reference")
-    _tree_digest(course, root / "kernels", "kernels")
-    return {"grader": code.hexdigest(), "course": course.hexdigest(), "templates": templates.hexdigest()}
+    settings = assignment.course.root / "course.toml"
+    code = Path(grader.__file__).resolve().parent
+    return {"grader": tree_digest(tree_files(code), "grader"),
+            "course": tree_digest({"course.toml": settings} if settings.is_file() else {},
+                                  f"grading {assignment.fingerprint}\n"),
+            "templates": tree_digest(tree_files(assignment.course.templates_dir), "templates")}
 
 
 PART_NAMES = {"grader": "grader code (install the same commit of the grader there)",
@@ -143,65 +122,56 @@ def _ray_paths() -> tuple[str, ...]:
 
 
 # ------------------------------------------------------------------------------------ the actor
-def grade_shipped(job: GradingJob, submission: Submission) -> JobResult:
-    """What an actor runs per job: batch.run_job on the Submission the driver shipped."""
-    return run_job(job, submission)
-
-
 class GradingActor:
     """One long-lived grading process on a Ray node (wrapped with ray.remote by RayExecutor).
 
-    It imports torch, pytest and the reference once; each job it grades still gets
-    a fresh sandbox worker (grade() starts one), so students never share a worker."""
+    It builds the assignment from its node's copy of the course, once (this process's edge:
+    without a GPU Triton is switched to its interpreter before anything imports it), and
+    imports torch, pytest and the reference once; each job it grades still gets a fresh
+    sandbox worker (grade() starts one), so students never share a worker."""
 
-    def __init__(self, course_root: str, assignment_id: str, use_gpu: bool,
-                 job_function: JobFunction | None = None):
+    def __init__(self, course_root: str, assignment_id: str, use_gpu: bool, switches: SandboxSwitches):
         if not use_gpu:  # a CPU slot: never touch a GPU that Ray gave another actor
             os.environ["CUDA_VISIBLE_DEVICES"] = ""
+            os.environ.setdefault("TRITON_INTERPRET", "1")
         self.course_root = course_root
-        self.assignment_id = assignment_id
-        self.job_function = job_function or grade_shipped
+        self.problem = ""
+        self.assignment: Assignment | None = None
+        try:
+            self.assignment = Assignment.load(Course(Path(course_root)), assignment_id, switches)
+        except Exception as exc:  # reported by describe(): the driver stops the batch with it
+            self.problem = describe_failure(exc)
         self.protected = _ray_paths()
-        _warm_worker(course_root, assignment_id, isolation_switches())
+        warm_process(self.assignment)
+
+    def run(self, job: GradingJob, submission: Submission, render_report: bool) -> JobResult:
+        """What the actor runs per job (a subclass may run something else around it)."""
+        return run_job(job, submission, render_report=render_report)
 
     def describe(self) -> dict:
-        """This node as the driver checks it: the course's fingerprint and the sandbox level here."""
-        from grader.core.settings import load_settings
+        """This node as the driver checks it: what grades here and the sandbox level here."""
         from grader.pipeline.policy import host_isolation, refusal
 
         node = socket.gethostname()
-        root = Path(self.course_root)
-        if not (root / "assignments" / self.assignment_id / "assignment.toml").is_file():
-            return {"node": node, "problem": f"the course is not at {self.course_root} on node {node}"}
+        if self.assignment is None:
+            return {"node": node, "problem": f"node {node}: the course at {self.course_root} cannot grade "
+                                             f"({self.problem})"}
         try:
-            settings = load_settings(root).sandbox
-            isolation = host_isolation(settings.uid_range)
-            return {"node": node, "fingerprint": fingerprint(root, self.assignment_id),
+            settings = self.assignment.settings.sandbox
+            isolation = host_isolation(settings.uid_range, self.assignment.switches)
+            return {"node": node, "fingerprint": node_digests(self.assignment),
                     "level": isolation.level, "refusal": refusal(isolation, settings)}
         except Exception as exc:  # reported to the driver, which stops the batch with it
-            return {"node": node, "problem": f"node {node}: {_describe(exc)}"}
+            return {"node": node, "problem": f"node {node}: {describe_failure(exc)}"}
 
-    def grade(self, job: GradingJob, submission: Submission, with_report: bool) -> tuple[JobResult, str | None]:
+    def grade(self, job: GradingJob, submission: Submission, with_report: bool) -> JobResult:
         """The job's result and, when `with_report`, the student's HTML report as text (the driver writes it)."""
-        job = replace(job, course_root=self.course_root, report_path=None,
-                      protected=(*job.protected, *self.protected))
-        outcome = self.job_function(job, submission)
-        if not with_report or outcome.result is None:
-            return outcome, None
-        try:  # as run_job: a report that cannot be rendered makes the job an error
-            from grader.core.course import Course
-            from grader.core.records import GradeResult
-            from grader.render.report import render_html
-
-            html = render_html(GradeResult.from_dict(outcome.result), Course(Path(self.course_root)).templates_dir)
-            return outcome, html
-        except Exception as exc:
-            return JobResult(job.student, error=_describe(exc), worker_s=outcome.worker_s), None
+        return self.run(job.on(self.assignment, self.protected), submission, with_report)
 
 
 # --------------------------------------------------------------------------------- the executor
-class ActorDied(BrokenProcessPool):
-    """The actor grading a job died (or its node did): the batch treats it as a broken pool."""
+class ActorDied(ExecutorBroken):
+    """The actor grading a job died (or its node did): the batch treats it as a broken executor."""
 
 
 @dataclass
@@ -233,19 +203,17 @@ class RayExecutor:
     (default: the same path as here). `jobs`: actors (default: one per CPU slot,
     or per GPU for a timing assignment on a cluster with GPUs)."""
 
-    #: what an actor runs per job (grader's own tests replace it to kill an actor on purpose)
-    job_function: JobFunction | None = None
+    actor = GradingActor  #: the actor class each slot runs
 
-    def __init__(self, jobs: int | None = None, *, course_root: str, assignment_id: str,
-                 address: str | None = None, node_course_root: str | None = None,
-                 allow_weak_sandbox: bool = False, use_gpu: bool | None = None):
+    def __init__(self, jobs: int | None = None, *, assignment: Assignment, address: str | None = None,
+                 node_course_root: str | None = None, allow_weak_sandbox: bool = False,
+                 use_gpu: bool | None = None):
         self.ray = _import_ray()
-        self.course_root = str(Path(course_root).resolve())
-        self.node_course_root = node_course_root or self.course_root
-        self.assignment_id = assignment_id
+        self.assignment = assignment
+        self.node_course_root = node_course_root or str(assignment.course.root.resolve())
         self.allow_weak_sandbox = allow_weak_sandbox
-        self.manifest = load_manifest(Path(self.course_root) / "assignments" / assignment_id / "assignment.toml")
-        self.expected = fingerprint(self.course_root, assignment_id)
+        self.manifest: Manifest = assignment.manifest
+        self.expected = node_digests(assignment)
         self._owns_ray = False
         self._connect(address, jobs)
         resources = self.ray.cluster_resources()
@@ -280,15 +248,14 @@ class RayExecutor:
             raise GraderError(f"could not start or reach {where}: {one_line(str(exc), 300)}") from exc
         self._owns_ray = True
 
+    @property
+    def slots(self) -> int:
+        return self.jobs
+
     def _actor_class(self):
-        # Sandbox switches set on the driver apply on every node (each can only weaken or rehearse a
-        # level, and every node's level is still checked against the course's requirement).
-        env = isolation_switches()
         options = {"num_cpus": 1, "num_gpus": 1 if self.use_gpu else 0, "max_restarts": 0,
                    "max_task_retries": 0, "scheduling_strategy": "SPREAD"}
-        if env:
-            options["runtime_env"] = {"env_vars": env}
-        return self.ray.remote(GradingActor).options(**options)
+        return self.ray.remote(self.actor).options(**options)
 
     def _check(self, report: dict) -> str:
         """The node's name when its actor may grade; GraderError (or SandboxRefused) when not."""
@@ -308,7 +275,9 @@ class RayExecutor:
         """Start `count` actors and wait until they are ready and checked (some may be given up)."""
         ray = self.ray
         cls = self._actor_class()
-        handles = [cls.remote(self.node_course_root, self.assignment_id, self.use_gpu, self.job_function)
+        # The driver's sandbox switches apply on every node (each can only weaken or rehearse a level,
+        # and every node's level is still checked against the course's requirement).
+        handles = [cls.remote(self.node_course_root, self.assignment.id, self.use_gpu, self.assignment.switches)
                    for _ in range(count)]
         waiting = {h.describe.remote(): h for h in handles}
         ready: list[_Slot] = []
@@ -369,7 +338,7 @@ class RayExecutor:
             submission = load_submission(job.path, self.manifest.files, student=job.student,
                                          submitted_at=parse_iso(job.submitted_at) if job.submitted_at else None)
         except Exception as exc:  # changed since the batch hashed it: that student's error, as in run_job
-            future.set_result(JobResult(job.student, error=_describe(exc)))
+            future.set_result(JobResult(job.student, error=describe_failure(exc)))
             return future
         with self._lock:
             self._queue.append(_Queued(job, submission, future))
@@ -407,7 +376,7 @@ class RayExecutor:
                     self._finish(slot, ref)
                 except Exception as exc:  # never leave the batch waiting on a future nobody will settle
                     if future is not None and not future.done():
-                        future.set_exception(RuntimeError(f"the Ray executor failed: {_describe(exc)}"))
+                        future.set_exception(RuntimeError(f"the Ray executor failed: {describe_failure(exc)}"))
 
     def _finish(self, slot: _Slot, ref) -> None:
         ray = self.ray
@@ -419,17 +388,16 @@ class RayExecutor:
                 return
             job, future = slot.job, slot.future
         outcome: JobResult | None = None
-        html: str | None = None
         failure: BaseException | None = None
         try:
-            outcome, html = ray.get(ref)
+            outcome = ray.get(ref)
         except deaths as exc:
             failure = ActorDied(f"the grading actor on {slot.node} died while grading {job.student}: "
                                 f"{one_line(str(exc), 300)}")
         except Exception as exc:  # an executor failure, recorded as this student's error by the batch
             failure = RuntimeError(f"Ray could not run the job: {one_line(str(exc), 300)}")
-        if outcome is not None and html is not None and job.report_path:
-            outcome = self._write_report(job, outcome, html)
+        if outcome is not None and outcome.report_html is not None and job.report_path:
+            outcome = self._write_report(job, outcome)
         with self._lock:
             if slot.ref is not ref:
                 return
@@ -443,18 +411,13 @@ class RayExecutor:
         else:
             future.set_result(outcome)
 
-    def _write_report(self, job: GradingJob, outcome: JobResult, html: str) -> JobResult:
-        """Write the report the actor rendered, whole (a temporary file renamed over the old one)."""
-        path = Path(job.report_path)
-        part = path.with_name(f".{path.name}.part")
+    def _write_report(self, job: GradingJob, outcome: JobResult) -> JobResult:
+        """Write the report the actor rendered, whole."""
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            part.write_text(html, encoding="utf-8")
-            os.replace(part, path)
+            write_atomic(job.report_path, outcome.report_html)
             return outcome
         except Exception as exc:  # as run_job: a report that cannot be written makes the job an error
-            part.unlink(missing_ok=True)
-            return JobResult(job.student, error=_describe(exc), worker_s=outcome.worker_s)
+            return JobResult(job.student, error=describe_failure(exc), worker_s=outcome.worker_s)
 
     # --------------------------------------------------------------------------- recovery
     def restart(self) -> None:
@@ -481,7 +444,7 @@ class RayExecutor:
             self._slots = keep
         for future in given_up:
             if not future.done():
-                future.set_exception(BrokenProcessPool("given up after a grading actor died"))
+                future.set_exception(ExecutorBroken("given up after a grading actor died"))
         missing = self.jobs - len(keep)
         if missing > 0:
             self._add_actors(missing)
@@ -507,7 +470,7 @@ class RayExecutor:
             self._slots = []
         for future in pending:
             if not future.cancel() and not future.done():  # a running one cannot be cancelled: it fails
-                future.set_exception(BrokenProcessPool("the executor was shut down"))
+                future.set_exception(ExecutorBroken("the executor was shut down"))
         self._started = False
         self._stop.clear()
         if self._owns_ray:

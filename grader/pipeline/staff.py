@@ -17,20 +17,17 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from grader.core.course import Course
+from grader.core.assignment import Assignment
+from grader.core.due import DueDate
 from grader.core.errors import StaffActionRefused
-from grader.core.manifest import Manifest, load_manifest
+from grader.core.manifest import Manifest
 from grader.core.scoring import check_override
 from grader.core.student_ids import check_student_id
-from grader.render.report import write_html
+from grader.pipeline.record import HtmlReport
 from grader.render.standing import Standing, standing_for, standing_of
 from grader.storage.gradebook import EVERY_ASSIGNMENT, ExtensionRecord, Gradebook, OverrideRecord
 
 MAX_EXTENSION = timedelta(days=365)
-
-
-def _manifest(course: Course, assignment_id: str) -> Manifest:
-    return load_manifest(course.assignment_dir(assignment_id) / "assignment.toml")
 
 
 def _reason(reason: str | None) -> str:
@@ -48,12 +45,13 @@ def _graded(manifest: Manifest, book: Gradebook, student: str) -> Standing:
     return standing
 
 
-def refresh_report(course: Course, manifest: Manifest, book: Gradebook, student: str) -> Path | None:
+def refresh_report(assignment: Assignment, book: Gradebook, student: str) -> Path | None:
     """Rewrite the student's report (if one was written at the default place) with the grade as it stands."""
-    standing = standing_for(manifest, book, student)
+    standing = standing_for(assignment.manifest, book, student)
     if standing is None:
         return None
-    path = course.report_path(student, manifest.id)
+    course = assignment.course
+    path = course.report_path(student, assignment.id)
     if not path.is_file():
         return None
     notes = [f"Course staff changed this grade: {o.task or 'the total'} {o.computed or 0:g} → {o.points:g} "
@@ -63,16 +61,17 @@ def refresh_report(course: Course, manifest: Manifest, book: Gradebook, student:
                      f"policy counts from {standing.score.due_at}.")
     result = replace(standing.record.result, score=standing.score,
                      notes=tuple(standing.record.result.notes) + tuple(notes))
-    return write_html(result, path, course.templates_dir)
+    HtmlReport(path, course.templates_dir).deliver(result, None)
+    return path
 
 
-def set_override(course: Course, book: Gradebook, assignment_id: str, student: str, points: float,
+def set_override(assignment: Assignment, book: Gradebook, student: str, points: float,
                  reason: str, *, task_id: str | None = None, author: str | None = None) -> OverrideRecord:
     """Set a task's points (`task_id`) or the total (None) for a student's latest grading.
 
     It replaces an active override of the same task and applies to later gradings too (regrades)."""
     check_student_id(student, "student", fix="pass the student's id")
-    manifest = _manifest(course, assignment_id)
+    manifest = assignment.manifest
     check_override(manifest, task_id, float(points))
     reason = _reason(reason)
     before = _graded(manifest, book, student)
@@ -81,16 +80,16 @@ def set_override(course: Course, book: Gradebook, assignment_id: str, student: s
     after = standing_of(manifest, before.record, before.extension, [*kept, draft])
     record = book.add_override(student, manifest.id, task_id, float(points), reason, sha256=before.record.sha256,
                                total_before=before.total, total_after=after.total, author=author)
-    refresh_report(course, manifest, book, student)
+    refresh_report(assignment, book, student)
     return record
 
 
-def clear_override(course: Course, book: Gradebook, assignment_id: str, student: str, reason: str, *,
+def clear_override(assignment: Assignment, book: Gradebook, student: str, reason: str, *,
                    task_id: str | None = None, every_task: bool = False,
                    author: str | None = None) -> list[OverrideRecord]:
     """Clear the student's active override of `task_id` (None: the total), or all with `every_task`."""
     check_student_id(student, "student", fix="pass the student's id")
-    manifest = _manifest(course, assignment_id)
+    manifest = assignment.manifest
     if task_id is not None and not manifest.has_task(task_id):
         raise StaffActionRefused(f"{manifest.id} has no task {task_id!r} "
                                  f"(tasks: {', '.join(t.id for t in manifest.tasks)})")
@@ -99,7 +98,7 @@ def clear_override(course: Course, book: Gradebook, assignment_id: str, student:
         what = "any task or the total" if every_task else (f"task {task_id!r}" if task_id else "the total")
         raise StaffActionRefused(f"{student} has no active override of {what} in {manifest.id} "
                                  f"(grade overrides {manifest.id} lists them)")
-    refresh_report(course, manifest, book, student)
+    refresh_report(assignment, book, student)
     return cleared
 
 
@@ -113,14 +112,14 @@ def extension_length(days: float | None = None, hours: float | None = None) -> t
     return total
 
 
-def grant_extension(course: Course, book: Gradebook, assignment_id: str, student: str, reason: str, *,
+def grant_extension(assignment: Assignment, book: Gradebook, student: str, reason: str, *,
                     days: float | None = None, hours: float | None = None, until: datetime | None = None,
                     author: str | None = None) -> ExtensionRecord:
     """Give a student extra time on one assignment (`days`/`hours` past its deadline) or a deadline of
     their own (`until`, with a time zone). It replaces their earlier one for this assignment and wins
     over the roster's `extension_days`."""
     check_student_id(student, "student", fix="pass the student's id")
-    manifest = _manifest(course, assignment_id)
+    manifest = assignment.manifest
     reason = _reason(reason)
     if until is not None:
         if days is not None or hours is not None:
@@ -131,31 +130,32 @@ def grant_extension(course: Course, book: Gradebook, assignment_id: str, student
     else:
         record = book.set_extension(student, manifest.id, extra=extension_length(days, hours), reason=reason,
                                     author=author)
-    refresh_report(course, manifest, book, student)
+    refresh_report(assignment, book, student)
     return record
 
 
-def end_extension(course: Course, book: Gradebook, assignment_id: str, student: str, reason: str, *,
+def end_extension(assignment: Assignment, book: Gradebook, student: str, reason: str, *,
                   author: str | None = None) -> None:
     """End the student's extension for this assignment (the roster's, if any, applies again)."""
     check_student_id(student, "student", fix="pass the student's id")
-    manifest = _manifest(course, assignment_id)
+    manifest = assignment.manifest
     if not book.clear_extension(student, manifest.id, _reason(reason), author):
         raise StaffActionRefused(f"{student} has no extension of their own for {manifest.id}"
                                  + (" (theirs comes from the roster's extension_days: change the roster)"
                                     if book.extension_for(student, manifest.id) else ""))
-    refresh_report(course, manifest, book, student)
+    refresh_report(assignment, book, student)
 
 
-def recorded_late_policy(gradebook_path: Path, student: str, assignment_id: str) -> dict:
-    """The late-policy keywords of grade() for a student's extension in the gradebook at `gradebook_path`
-    ({} when there is none, or no gradebook yet: looking never creates one)."""
+def recorded_due_date(gradebook_path: Path, student: str, assignment: Assignment) -> DueDate:
+    """The student's due date: the manifest's, with their extension in the gradebook at `gradebook_path`
+    (none, or no gradebook yet: looking never creates one)."""
+    due = assignment.due_date
     if not Path(gradebook_path).is_file():
-        return {}
+        return due
     with Gradebook(gradebook_path) as book:
-        extension = book.extension_for(student, assignment_id)
-    return extension.late_policy() if extension else {}
+        extension = book.extension_for(student, assignment.id)
+    return extension.applied_to(due) if extension else due
 
 
 __all__ = ["EVERY_ASSIGNMENT", "clear_override", "end_extension", "extension_length", "grant_extension",
-           "recorded_late_policy", "refresh_report", "set_override"]
+           "recorded_due_date", "refresh_report", "set_override"]

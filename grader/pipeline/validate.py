@@ -24,13 +24,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from grader.core.assignment import Assignment
 from grader.core.compat import tomllib
-from grader.core.course import Course
-from grader.core.manifest import Manifest, load_manifest
+from grader.core.manifest import Manifest
 from grader.core.quiz import ANSWERS_FILE
 from grader.core.records import PASSED, GradeResult
-from grader.harness.diagnose import Mutant, load_reference
-from grader.pipeline.batch import GradingJob, LocalProcessExecutor
+from grader.harness.catalogue import Mutant
+from grader.harness.reference import load_reference
+from grader.pipeline.jobs import GradingJob
+from grader.pipeline.local_pool import LocalProcessExecutor
 
 VALIDATE_JOBS = 1  # workspaces graded at once unless asked for more: one pool worker
 
@@ -51,9 +53,9 @@ class Verdict:
     suite: str = HIDDEN  # which tests judged: HIDDEN (grade submit) or PUBLIC (grade check)
 
 
-def reference_answers(course: Course, assignment_id: str) -> str:
+def reference_answers(assignment: Assignment) -> str:
     """answers.toml text holding the quiz key's answers."""
-    key_path = course.reference_for(assignment_id) / "quiz_key.toml"
+    key_path = assignment.quiz_key
     if not key_path.is_file():
         return ""
     answers = tomllib.loads(key_path.read_text(encoding="utf-8")).get("answers", {})
@@ -64,7 +66,7 @@ def reference_answers(course: Course, assignment_id: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _defining_file(manifest: Manifest, reference_dir: Path, function: str) -> str:
+def defining_file(manifest: Manifest, reference_dir: Path, function: str) -> str:
     if manifest.is_launcher(function):  # a kernel mistake lives in the kernel file
         return manifest.contract.file
     for filename in manifest.files:
@@ -74,16 +76,15 @@ def _defining_file(manifest: Manifest, reference_dir: Path, function: str) -> st
     raise ValueError(f"no reference module defines {function}")
 
 
-def reference_workspace(course: Course, manifest: Manifest, target: Path,
-                        mutant: Mutant | list[Mutant] | None = None) -> Path:
+def reference_workspace(assignment: Assignment, target: Path, mutant: Mutant | list[Mutant] | None = None) -> Path:
     """The reference solution as a student workspace, with mutants (if any) swapped in."""
-    reference_dir = course.reference_for(manifest.id)
+    manifest, reference_dir = assignment.manifest, assignment.reference
     target.mkdir(parents=True, exist_ok=True)
     for filename in manifest.files:
         (target / filename).write_text((reference_dir / filename).read_text(encoding="utf-8"))
-    (target / ANSWERS_FILE).write_text(reference_answers(course, manifest.id))
+    (target / ANSWERS_FILE).write_text(reference_answers(assignment))
     for one in [mutant] if isinstance(mutant, Mutant) else (mutant or []):
-        filename = _defining_file(manifest, reference_dir, one.function)
+        filename = defining_file(manifest, reference_dir, one.function)
         if one.patch:
             (target / filename).write_text(patched(one, (target / filename).read_text(encoding="utf-8"), filename))
             continue
@@ -184,24 +185,27 @@ def judge_public_mutant(result: GradeResult, task_id: str) -> tuple[bool, str]:
 DEGENERATE_SEED = 1  # the inputs the placeholders are tried on
 
 
-def degenerate_verdict(course: Course, manifest: Manifest) -> Verdict:
+def degenerate_verdict(assignment: Assignment) -> Verdict:
     """One verdict: the hidden tests that a placeholder submission passes (none, to hold).
 
     Run in this process, without a sandbox: the placeholders are the reference's own answers
     with their values replaced (grader.harness.runners.DegenerateRunner), one family at a time."""
     from grader.harness.degenerate import FAMILIES
+    from grader.harness.reference import course_imports
     from grader.harness.runners import DegenerateRunner
     from grader.harness.suite import run_suite
     from grader.harness.testing import GradingContext
 
-    reference, _ = load_reference(course.root, manifest)
+    manifest = assignment.manifest
+    reference, _ = load_reference(assignment)
     cache: dict = {}
     passed: dict[str, list[str]] = {}
     for family in FAMILIES:
         runner = DegenerateRunner(reference, family, cache)
         context = GradingContext(runner=runner, manifest=manifest, reference=runner.cached_reference(),
                                  seed=DEGENERATE_SEED, device="cpu", hidden=True)
-        outcomes, _ = run_suite(course.reference_for(manifest.id) / "tests", context)
+        with course_imports(assignment.course.root):
+            outcomes, _ = run_suite(assignment.hidden_tests, context)
         for outcome in outcomes:
             if outcome.status == PASSED:
                 passed.setdefault(outcome.name, []).append(family)
@@ -216,13 +220,13 @@ def degenerate_verdict(course: Course, manifest: Manifest) -> Verdict:
     return Verdict(manifest.id, "degenerate answers", "", not passed, detail, 0.0, manifest.max_points, HIDDEN)
 
 
-def collection_verdicts(course: Course, manifest: Manifest) -> list[Verdict]:
+def collection_verdicts(assignment: Assignment) -> list[Verdict]:
     """One verdict per suite: every test collects and names one task of the manifest."""
     from grader.harness.suite import collection_problems
 
+    manifest = assignment.manifest
     verdicts = []
-    for suite, folder in ((HIDDEN, course.reference_for(manifest.id) / "tests"),
-                          (PUBLIC, course.assignment_dir(manifest.id) / "tests")):
+    for suite, folder in ((HIDDEN, assignment.hidden_tests), (PUBLIC, assignment.public_tests)):
         problems = collection_problems(folder, manifest)
         detail = ("; ".join(problems) if problems else
                   "every test collects and names one task of the manifest")
@@ -231,35 +235,33 @@ def collection_verdicts(course: Course, manifest: Manifest) -> list[Verdict]:
     return verdicts
 
 
-def validate(course: Course, assignment_id: str, jobs: int | None = None,
+def validate(assignment: Assignment, jobs: int | None = None,
              progress: Callable[[Verdict], None] | None = None) -> list[Verdict]:
     """Grade the reference, the stubs and every mutant; one Verdict each (`jobs` at once,
     default VALIDATE_JOBS)."""
-    manifest = load_manifest(course.assignment_dir(assignment_id) / "assignment.toml")
-    _, mutants = load_reference(course.root, manifest)
+    manifest = assignment.manifest
+    _, mutants = load_reference(assignment)
     verdicts: list[Verdict] = []
-    for verdict in [*collection_verdicts(course, manifest), degenerate_verdict(course, manifest)]:
+    for verdict in [*collection_verdicts(assignment), degenerate_verdict(assignment)]:
         verdicts.append(verdict)
         if progress:
             progress(verdict)
     with tempfile.TemporaryDirectory(prefix="grade-validate-") as temp:
         temp_dir = Path(temp)
         workspaces: list[tuple[str, Path, Mutant | None]] = [
-            ("reference", reference_workspace(course, manifest, temp_dir / "reference"), None),
-            ("stubs", course.assignment_dir(assignment_id), None),
+            ("reference", reference_workspace(assignment, temp_dir / "reference"), None),
+            ("stubs", assignment.folder, None),
         ]
         for mutant in mutants:
-            workspace = reference_workspace(course, manifest, temp_dir / mutant.id, mutant)
+            workspace = reference_workspace(assignment, temp_dir / mutant.id, mutant)
             workspaces.append((mutant.id, workspace, mutant))
         # Every workspace twice: by the hidden tests (grade submit) and by the public ones (grade check).
         subjects = [(name, path, mutant, suite) for suite in (HIDDEN, PUBLIC)
                     for name, path, mutant in workspaces]
-        executor = LocalProcessExecutor(VALIDATE_JOBS if jobs is None else jobs, course_root=str(course.root),
-                                        assignment_id=assignment_id)
+        executor = LocalProcessExecutor(VALIDATE_JOBS if jobs is None else jobs, assignment=assignment)
         try:
             # The subjects are the instructor's own code: no sandbox level is required to grade them.
-            futures = [executor.submit(GradingJob(str(course.root), assignment_id, str(path), name,
-                                                  allow_weak_sandbox=True,
+            futures = [executor.submit(GradingJob(assignment, str(path), name, allow_weak_sandbox=True,
                                                   mode="submit" if suite == HIDDEN else "check"))
                        for name, path, _, suite in subjects]
             outcomes = []

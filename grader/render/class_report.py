@@ -23,14 +23,16 @@ from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 
+from grader.core.assignment import Assignment
 from grader.core.compat import UTC
 from grader.core.course import Course
-from grader.core.fingerprint import grading_fingerprint
-from grader.core.manifest import Manifest, load_manifest
-from grader.core.records import FAILED, GradeResult, Score, TaskScore
+from grader.core.files import write_atomic
+from grader.core.manifest import Manifest
+from grader.core.records import FAILED, GradeResult, Score, TaskScore, TestOutcome
 from grader.core.scoring import late_fraction
 from grader.core.text import one_line, printable_data
 from grader.render.figures import percent, png_data_uri, pyplot
+from grader.render.kind_words import every_test_failed
 from grader.render.report import environment
 from grader.render.similarity import clusters, find_similar, instructor_sources
 from grader.render.standing import Standing, standings
@@ -167,27 +169,17 @@ def _similarity(course: Course, manifest: Manifest, book: Gradebook,
             "sources": [m.to_dict() for m in matches if m.kind == "source"]}
 
 
-ZERO_KIND_WORDS = {  # why every test of a task failed, in a few words
-    "timeout": "timed out", "budget": "ran out of the time budget", "crashed": "crashed the sandbox worker",
-    "not_implemented": "not implemented (still raises NotImplementedError)", "missing": "function missing",
-    "raised": "raised an exception in every test", "wrong": "wrong result in every test",
-    "degenerate": "a placeholder result (constant, NaN or an input handed back)",
-    "unsupported": "returned something that is not a tensor", "forbidden": "called a forbidden API",
-    "test_error": "unusable result", "not_run": "not run",
-}
-
-
-def _import_failure(result: GradeResult, message: str) -> str:
-    """Why a module did not import: a missing file or a syntax error (from the submission's notes)."""
-    for note in result.notes:
-        if note.startswith("missing file(s):"):
-            return "missing file: " + note.split(":", 1)[1].strip()
-    for note in result.notes:
-        if ": syntax error: " in note:
-            filename, problem = note.split(": syntax error: ", 1)
-            return f"syntax error in {filename}: {problem}"
-    first = one_line(message, 160).split(": ", 1)[-1] if message else ""
-    return "module failed to import" + (f" ({first})" if first else "")
+def _import_failure(result: GradeResult, outcome: TestOutcome) -> str:
+    """Why a module did not import: a missing file or a syntax error (the result's file problems), else
+    the exception the import raised (the outcome's problem)."""
+    missing = [p.file for p in result.file_problems if p.kind == "missing"]
+    if missing:
+        return "missing file: " + ", ".join(missing)
+    syntax = next((p for p in result.file_problems if p.kind == "syntax"), None)
+    if syntax is not None:
+        return f"syntax error in {syntax.file}: {syntax.detail}"
+    error = (outcome.problem or {}).get("error", "")
+    return "module failed to import" + (f" ({one_line(error, 160)})" if error else "")
 
 
 def _why_task_zero(result: GradeResult, task: TaskScore) -> str:
@@ -206,10 +198,10 @@ def _why_task_zero(result: GradeResult, task: TaskScore) -> str:
         messages = {o.message for o in outcomes}
         return one_line(messages.pop(), 120) if len(messages) == 1 else "every answer wrong"
     if kind == "import_failed":
-        return _import_failure(result, next(o.message for o in outcomes if o.kind == "import_failed"))
+        return _import_failure(result, next(o for o in outcomes if o.kind == "import_failed"))
     if kind == "timeout":
         return "timed out (each call has the manifest's call_timeout_s)"
-    return ZERO_KIND_WORDS.get(kind, kind.replace("_", " "))
+    return every_test_failed(kind)
 
 
 def zero_reasons(manifest: Manifest, standing: Standing) -> dict[str | None, str]:
@@ -325,17 +317,17 @@ def _zeros(manifest: Manifest, students: list[dict]) -> list[dict]:
     return totals + tasks
 
 
-def class_view_model(course: Course, assignment_id: str, book: Gradebook, *,
+def class_view_model(assignment: Assignment, book: Gradebook, *,
                      with_histogram: bool = True, with_similarity: bool = True, page: Path | None = None) -> dict:
     """Everything the class report shows, precomputed; every string made printable (grader/text.py).
 
     `page`: where the report will be written (links to each student's report are relative to it)."""
-    manifest = load_manifest(course.assignment_dir(assignment_id) / "assignment.toml")
+    course, assignment_id, manifest = assignment.course, assignment.id, assignment.manifest
     by_student = standings(manifest, book)
     records = [_as_final(by_student[s]) for s in sorted(by_student)]
     latest = {r.student_id: r for r in records}
     students = {s["id"]: s for s in book.students()}
-    current_fingerprint = grading_fingerprint(course, assignment_id)
+    current_fingerprint = assignment.fingerprint
     student_rows = [_student_row(course, manifest, by_student[r.student_id],
                                  (students.get(r.student_id) or {}).get("name") or "", page, current_fingerprint)
                     for r in records]
@@ -403,11 +395,9 @@ def render_class_report(model: dict, templates_dir: Path) -> str:
     return environment(templates_dir).get_template("class_report.html.j2").render(**model)
 
 
-def write_class_report(course: Course, assignment_id: str, book: Gradebook,
-                       out: str | Path | None = None) -> Path:
+def write_class_report(assignment: Assignment, book: Gradebook, out: str | Path | None = None) -> Path:
     """Render the report to `out` (default: <course>/.grade/reports/ASSIGNMENT-class.html)."""
-    path = Path(out) if out else course.reports_dir / f"{assignment_id}-class.html"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    html = render_class_report(class_view_model(course, assignment_id, book, page=path), course.templates_dir)
-    path.write_text(html, encoding="utf-8")
-    return path
+    course = assignment.course
+    path = Path(out) if out else course.reports_dir / f"{assignment.id}-class.html"
+    return write_atomic(path, render_class_report(class_view_model(assignment, book, page=path),
+                                                  course.templates_dir))

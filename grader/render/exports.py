@@ -34,18 +34,15 @@ from __future__ import annotations
 
 import csv
 import io
-import os
-import secrets
-import stat
 from dataclasses import replace
 from pathlib import Path
 
-from grader.core.course import Course
+from grader.core.assignment import Assignment
 from grader.core.errors import GraderError
-from grader.core.manifest import load_manifest
+from grader.core.files import write_atomic
 from grader.core.student_ids import check_student_id
 from grader.core.text import printable
-from grader.render.results import gradescope_results, score_sentences, write_json_atomic
+from grader.render.results import gradescope_results, results_text, score_sentences
 from grader.render.standing import Standing, standings
 from grader.storage.gradebook import Gradebook
 
@@ -69,9 +66,9 @@ def _overrides_text(standing: Standing) -> str:
                      f"({o.reason}, {o.author})" for o in standing.score.overrides)
 
 
-def csv_rows(course: Course, assignment_id: str, book: Gradebook) -> tuple[list[str], list[list]]:
+def csv_rows(assignment: Assignment, book: Gradebook) -> tuple[list[str], list[list]]:
     """Header and one row per student (roster students without a submission too)."""
-    manifest = load_manifest(course.assignment_dir(assignment_id) / "assignment.toml")
+    manifest = assignment.manifest
     latest = standings(manifest, book)
     known = {s["id"]: s for s in book.students()}
     header = [spreadsheet_text(h) for h in ["student", "name", "email", "total", "max",
@@ -98,11 +95,11 @@ def csv_rows(course: Course, assignment_id: str, book: Gradebook) -> tuple[list[
     return header, rows
 
 
-def canvas_rows(course: Course, assignment_id: str, book: Gradebook,
+def canvas_rows(assignment: Assignment, book: Gradebook,
                 column: str | None = None) -> tuple[list[str], list[list]]:
     """Canvas's grade-import layout: identity columns, one assignment column, a Points Possible row,
     then every known student (blank when they have no graded submission: Canvas leaves those as they are)."""
-    manifest = load_manifest(course.assignment_dir(assignment_id) / "assignment.toml")
+    manifest = assignment.manifest
     latest = standings(manifest, book)
     known = {s["id"]: s for s in book.students()}
     header = [spreadsheet_text(h) for h in (*CANVAS_IDENTITY, column or manifest.title)]
@@ -123,10 +120,10 @@ def _moodle_feedback(standing: Standing) -> str:
     return " ".join(parts)
 
 
-def moodle_rows(course: Course, assignment_id: str, book: Gradebook,
+def moodle_rows(assignment: Assignment, book: Gradebook,
                 column: str | None = None) -> tuple[list[str], list[list]]:
     """Moodle's CSV grade import: one row per graded student (see the module docstring)."""
-    manifest = load_manifest(course.assignment_dir(assignment_id) / "assignment.toml")
+    manifest = assignment.manifest
     latest = standings(manifest, book)
     known = {s["id"]: s for s in book.students()}
     header = [spreadsheet_text(h) for h in (*MOODLE_IDENTITY, column or manifest.title, "Feedback")]
@@ -139,15 +136,15 @@ def moodle_rows(course: Course, assignment_id: str, book: Gradebook,
     return header, rows
 
 
-def export_table(course: Course, assignment_id: str, book: Gradebook, fmt: str = "csv",
+def export_table(assignment: Assignment, book: Gradebook, fmt: str = "csv",
                  column: str | None = None) -> str:
     """The CSV text of `fmt` (csv, canvas or moodle); `column` names the LMS's grade column."""
     if fmt not in TABLE_FORMATS:
         raise GraderError(f"unknown export format {fmt!r} (one CSV file: {', '.join(TABLE_FORMATS)})")
     if fmt == "csv":
-        header, rows = csv_rows(course, assignment_id, book)
+        header, rows = csv_rows(assignment, book)
     else:
-        header, rows = (canvas_rows if fmt == "canvas" else moodle_rows)(course, assignment_id, book, column)
+        header, rows = (canvas_rows if fmt == "canvas" else moodle_rows)(assignment, book, column)
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(header)
@@ -155,46 +152,28 @@ def export_table(course: Course, assignment_id: str, book: Gradebook, fmt: str =
     return buffer.getvalue()
 
 
-def export_csv(course: Course, assignment_id: str, book: Gradebook) -> str:
+def export_csv(assignment: Assignment, book: Gradebook) -> str:
     """The generic CSV text: a header and one row per student (see csv_rows)."""
-    return export_table(course, assignment_id, book, "csv")
+    return export_table(assignment, book, "csv")
 
 
-def write_csv(course: Course, assignment_id: str, book: Gradebook, out: str | Path, fmt: str = "csv",
+def write_csv(assignment: Assignment, book: Gradebook, out: str | Path, fmt: str = "csv",
               column: str | None = None) -> Path:
     """Write export_table's text to `out` and return its path.
 
-    Written to a temporary file beside it, then renamed over it: a reader never
-    sees half a file, and a failed export leaves the old one as it was."""
-    path = Path(out)
-    text = export_table(course, assignment_id, book, fmt, column)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        mode = stat.S_IMODE(os.stat(path).st_mode)  # a file written again keeps its permissions
-    except FileNotFoundError:
-        mode = None
-    temp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
-    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)  # the umask applies
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            if mode is not None:
-                os.fchmod(fh.fileno(), mode)
-            fh.write(text)
-        os.replace(temp, path)
-    except BaseException:
-        temp.unlink(missing_ok=True)
-        raise
-    return path
+    Written whole or not at all (grader.core.files.write_atomic): a reader never sees half a
+    file, and a failed export leaves the old one as it was."""
+    return write_atomic(out, export_table(assignment, book, fmt, column))
 
 
-def gradescope_folder(course: Course, assignment_id: str, out_dir: str | Path | None = None) -> Path:
+def gradescope_folder(assignment: Assignment, out_dir: str | Path | None = None) -> Path:
     """Where export_gradescope writes: `out_dir`, else <course>/.grade/exports/ASSIGNMENT-gradescope."""
-    return Path(out_dir) if out_dir else course.state_dir / "exports" / f"{assignment_id}-gradescope"
+    return Path(out_dir) if out_dir else assignment.course.state_dir / "exports" / f"{assignment.id}-gradescope"
 
 
-def export_gradescope(course: Course, assignment_id: str, book: Gradebook, out_dir: str | Path) -> list[Path]:
+def export_gradescope(assignment: Assignment, book: Gradebook, out_dir: str | Path) -> list[Path]:
     """out_dir/STUDENT/results.json for every graded student (each id checked before anything is written)."""
-    manifest = load_manifest(course.assignment_dir(assignment_id) / "assignment.toml")  # unknown: an error
+    manifest = assignment.manifest
     latest = sorted(standings(manifest, book).items())
     for student, _ in latest:
         check_student_id(student, "gradebook", fix="correct it in the gradebook before exporting")
@@ -205,5 +184,5 @@ def export_gradescope(course: Course, assignment_id: str, book: Gradebook, out_d
             raise GraderError(f"{path} would be written outside {out_dir} (a link in that folder?); "
                               f"remove the link or export to another folder")
         result = replace(standing.record.result, score=standing.score)  # as it stands: extension, overrides
-        written.append(write_json_atomic(path, gradescope_results(result)))
+        written.append(write_atomic(path, results_text(gradescope_results(result))))
     return written

@@ -16,14 +16,7 @@ from grader.core.records import FAILED, PASSED, PENDING, GradeResult, TestOutcom
 from grader.core.scoring import test_scores
 from grader.core.text import printable_data
 from grader.render.figures import percent, png_data_uri, pyplot
-
-KIND_WORDS = {
-    "wrong": "wrong result", "raised": "raised an exception", "not_implemented": "not implemented",
-    "timeout": "timed out", "crashed": "crashed", "forbidden": "forbidden API",
-    "missing": "function missing", "import_failed": "module failed to import",
-    "unsupported": "unsupported return type", "budget": "time budget used up",
-    "test_error": "result unusable", "not_run": "not run here", "degenerate": "placeholder result",
-}
+from grader.render.kind_words import kind_label
 
 
 def environment(templates_dir: Path) -> jinja2.Environment:
@@ -117,7 +110,7 @@ class CauseGroup:
             return str(self.diagnosis.get("title", ""))
         if self.first.problem and self.first.problem.get("summary"):
             return str(self.first.problem["summary"])
-        return KIND_WORDS.get(self.first.kind, str(self.first.kind))
+        return kind_label(self.first.kind)
 
     @property
     def variants(self) -> str:
@@ -188,7 +181,7 @@ def _group_view(group: CauseGroup) -> dict:
     detail = group.detail()
     return {
         "key": ":".join(group.key), "title": group.title, "count": len(group.outcomes),
-        "kind": KIND_WORDS.get(group.first.kind, group.first.kind),
+        "kind": kind_label(group.first.kind),
         "diagnosis": {**diagnosis, "variants": group.variants} if diagnosis else None,
         "detail": detail,
         "tests": [{"name": o.name, "line": "" if group.line(o) in detail else group.line(o), "output": o.output}
@@ -220,7 +213,7 @@ def view_model(result: GradeResult) -> dict:
                 continue
             allocated = points[id(o)]
             tests.append({
-                "name": o.name, "status": o.status, "kind": KIND_WORDS.get(o.kind, o.kind),
+                "name": o.name, "status": o.status, "kind": kind_label(o.kind),
                 "message": o.message, "output": o.output, "timing": timing,
                 "speed_percent": percent(allocated.score, allocated.max_score) if timing else None,
                 "timed_on": ("CPU (interpreter)" if timing.get("cpu_timed")
@@ -273,9 +266,3 @@ def view_model(result: GradeResult) -> dict:
 def render_html(result: GradeResult, templates_dir: Path) -> str:
     return environment(templates_dir).get_template("report.html.j2").render(**view_model(result))
 
-
-def write_html(result: GradeResult, path: str | Path, templates_dir: Path) -> Path:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(render_html(result, templates_dir), encoding="utf-8")
-    return path

@@ -22,10 +22,7 @@ Failing tests carry their teaching message; hidden tests never show inputs or co
 from __future__ import annotations
 
 import json
-import os
 import re
-import tempfile
-from pathlib import Path
 
 from grader.core.manifest import Manifest
 from grader.core.records import PENDING, GradeResult, Score, TestOutcome, TestScore
@@ -169,16 +166,6 @@ def gradescope_results(result: GradeResult, manifest: Manifest | None = None) ->
     return printable_data(data)
 
 
-def write_json_atomic(path: str | Path, data: dict) -> Path:
-    """Write JSON through a temporary file and a rename: never a half-written file."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, temp = tempfile.mkstemp(dir=path.parent, prefix=".results-", suffix=".json")
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        json.dump(data, fh, indent=2)
-    os.replace(temp, path)
-    return path
-
-
-def write_gradescope(result: GradeResult, path: str | Path, manifest: Manifest | None = None) -> Path:
-    return write_json_atomic(path, gradescope_results(result, manifest))
+def results_text(data: dict) -> str:
+    """results.json's text (Gradescope reads it as JSON)."""
+    return json.dumps(data, indent=2)

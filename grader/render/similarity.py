@@ -12,7 +12,7 @@ shared run of at least w + k - 1 tokens is found.
 
 Why our own ~150 lines rather than copydetect: we need the normalisation
 above for Python only, deterministic hashes (blake2b, not the per-process
-salted `hash`), fingerprints from in-memory files straight out of the
+salted `hash`), winnowed hashes from in-memory files straight out of the
 gradebook, and a way to subtract starter code and class-wide boilerplate.
 copydetect works on files on disk, uses its own lexer for many languages
 and renders its own HTML; here the result is data for the class report.
@@ -24,7 +24,7 @@ What is compared:
   it independently would all be flagged), `kernels/*.py`, and any files an instructor drops into
   `reference/<id>/similarity_sources/` (e.g. a public tutorial kernel the
   assignment resembles). Nothing is downloaded: staff choose what to add.
-Fingerprints in the stubs students start from, and those shared by more than
+Winnowed hashes in the stubs students start from, and those shared by more than
 half the class (the obvious way to write a two-line function), are ignored.
 Flags are evidence for a person to read, never a verdict.
 """
@@ -44,9 +44,9 @@ from pathlib import Path
 
 K = 8  # tokens per k-gram (noise threshold: shorter matches are ignored)
 WINDOW = 4  # hashes per winnowing window: matches of K + WINDOW - 1 tokens are always found
-THRESHOLD = 0.8  # share of the smaller document's fingerprints that must match
-MIN_SHARED = 4  # fingerprints: below this a "match" is too small to mean anything
-COMMON_SHARE = 0.5  # fingerprints in more than this share of the class are boilerplate
+THRESHOLD = 0.8  # share of the smaller document's winnowed hashes that must match
+MIN_SHARED = 4  # winnowed hashes: below this a "match" is too small to mean anything
+COMMON_SHARE = 0.5  # winnowed hashes in more than this share of the class are boilerplate
 SOURCES_DIR = "similarity_sources"
 
 _SKIPPED = {tokenize.COMMENT, tokenize.NL, tokenize.ENCODING, tokenize.ENDMARKER}
@@ -54,20 +54,20 @@ _BUILTINS = set(dir(builtins))
 
 
 @dataclass(frozen=True)
-class Fingerprint:
+class WinnowedHash:
     hash: int
     line: int
 
 
 @dataclass(frozen=True)
 class Match:
-    """Two documents that share most of their fingerprints."""
+    """Two documents that share most of their winnowed hashes."""
 
     a: str
     b: str
     kind: str  # "pair" (two students) | "source" (a student and an instructor file)
     shared: int
-    share_a: float  # of a's fingerprints, the share also in b
+    share_a: float  # of a's winnowed hashes, the share also in b
     share_b: float
     lines_a: str  # the lines of a that match, e.g. "3–9, 12"
     lines_b: str
@@ -132,16 +132,16 @@ def _hash(gram: tuple[str, ...]) -> int:
     return int.from_bytes(hashlib.blake2b("\x1f".join(gram).encode(), digest_size=8).digest(), "big")
 
 
-def fingerprints(text: str, k: int = K, window: int = WINDOW) -> list[Fingerprint]:
+def winnowed_hashes(text: str, k: int = K, window: int = WINDOW) -> list[WinnowedHash]:
     """Winnowed k-gram hashes of a source, with the line each one starts on."""
     stream = tokens(text)
     if len(stream) < k:
-        return [Fingerprint(_hash(tuple(t for t, _ in stream)), stream[0][1])] if stream else []
-    grams = [Fingerprint(_hash(tuple(t for t, _ in stream[i:i + k])), stream[i][1])
+        return [WinnowedHash(_hash(tuple(t for t, _ in stream)), stream[0][1])] if stream else []
+    grams = [WinnowedHash(_hash(tuple(t for t, _ in stream[i:i + k])), stream[i][1])
              for i in range(len(stream) - k + 1)]
     if len(grams) <= window:
         return [min(grams, key=lambda g: g.hash)]
-    chosen: dict[int, Fingerprint] = {}
+    chosen: dict[int, WinnowedHash] = {}
     for start in range(len(grams) - window + 1):
         block = grams[start:start + window]
         low = min(g.hash for g in block)
@@ -166,15 +166,15 @@ def _ranges(lines: set[int]) -> str:
 
 
 class Corpus:
-    """Fingerprinted documents, with base code and boilerplate subtracted."""
+    """Documents as winnowed hashes, with base code and boilerplate subtracted."""
 
     def __init__(self, base: list[str] = ()):
-        self.base = {f.hash for text in base for f in fingerprints(text)}
+        self.base = {f.hash for text in base for f in winnowed_hashes(text)}
         self.documents: dict[str, dict[int, set[int]]] = {}  # name → hash → lines
 
     def add(self, name: str, text: str) -> None:
         prints: dict[int, set[int]] = defaultdict(set)
-        for f in fingerprints(text):
+        for f in winnowed_hashes(text):
             if f.hash not in self.base:
                 prints[f.hash].add(f.line)
         self.documents[name] = dict(prints)

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from grader.core.compat import parse_iso
+from grader.core.due import DueDate
 from grader.core.manifest import Manifest
 from grader.core.records import Score
 from grader.core.scoring import final_score
@@ -39,8 +40,8 @@ def standing_of(manifest: Manifest, record: SubmissionRecord, extension: Extensi
                 overrides: list[OverrideRecord] | tuple[OverrideRecord, ...]) -> Standing:
     """`record`'s final score under `extension` and `overrides`."""
     submitted = parse_iso(record.submitted_at) if record.submitted_at else None
-    late = extension.late_policy() if extension else {}
-    score = final_score(manifest, record.result.score, submitted, **late,
+    due = DueDate(deadline=manifest.deadline)
+    score = final_score(manifest, record.result.score, submitted, due=extension.applied_to(due) if extension else due,
                         overrides=[o.as_override() for o in overrides])
     return Standing(record, score, extension, tuple(overrides))
 

@@ -15,14 +15,11 @@ worker that stops half-way through a reply cannot hold the grader.
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import json
 import os
-import select
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -38,9 +35,10 @@ from grader.sandbox.facts import CallFacts
 from grader.sandbox.isolation import Isolation
 from grader.sandbox.layers import WorkerSpec
 from grader.sandbox.limits import SandboxLimits
+from grader.sandbox.template import Zygote
+from grader.sandbox.worker_status import STOP_TIMEOUT_S, describe_status, drain_status, host_pid, status_bytes
 
 STARTUP_TIMEOUT_S = 120.0  # torch's import in a fresh worker, on a loaded machine
-STOP_TIMEOUT_S = 10.0
 
 
 class SandboxUnavailable(RuntimeError):
@@ -59,154 +57,7 @@ class CallResult:
     output: str = ""  # what the student's code printed during this call (capped)
 
 
-def _signal_name(code: int) -> str:
-    try:
-        return signal.Signals(code).name
-    except ValueError:
-        return f"signal {code}"
 
-
-def _drain_status(fd: int, deadline: float) -> tuple[int | None, bool]:
-    """Read the supervisor's status pipe to its end ("pid N", then "exit S" when it is done):
-    the worker's wait status if it wrote one, and whether the supervisor finished in time."""
-    data = b""
-    ended = False
-    while True:
-        left = deadline - time.monotonic()
-        if left <= 0 or not select.select([fd], [], [], left)[0]:
-            break
-        try:
-            chunk = os.read(fd, 4096)
-        except OSError:
-            break
-        if not chunk:
-            ended = True
-            break
-        data += chunk
-    status = None
-    for line in data.decode(errors="replace").splitlines():
-        word, _, value = line.partition(" ")
-        if word == "exit" and value.lstrip("-").isdigit():
-            status = int(value)
-    return status, ended
-
-
-def _status_bytes(pid: int, key: str) -> int | None:
-    """A VmRSS/VmHWM-style line of /proc/<pid>/status, in bytes."""
-    try:
-        with open(f"/proc/{pid}/status") as fh:
-            for line in fh:
-                if line.startswith(key + ":"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        return None
-    return None
-
-
-def host_pid(reported: int, uid: int | None, namespaced: bool) -> int | None:
-    """The worker's pid as this process sees it (under bubblewrap it reports its namespace's pid)."""
-    if not namespaced:
-        return reported if reported > 0 else None
-    if uid is None:
-        return None
-    for pid in uids.processes_of(uid):
-        try:
-            with open(f"/proc/{pid}/status") as fh:
-                nspid = next((line.split()[1:] for line in fh if line.startswith("NSpid:")), [])
-        except OSError:
-            continue
-        if len(nspid) > 1 and nspid[-1] == str(reported):
-            return pid
-    return None
-
-
-def describe_status(status: int | None, student_code_ran: bool = True) -> str:
-    """A worker's wait status in words a student can act on (`student_code_ran`: after its files were imported)."""
-    if status is None:
-        return "stopped answering"
-    if os.WIFSIGNALED(status):
-        name = _signal_name(os.WTERMSIG(status))
-        if name == "SIGXCPU":
-            return "used up its CPU-time limit (SIGXCPU)"
-        if name == "SIGKILL":
-            return "was killed (SIGKILL): most likely the memory limit"
-        if name == "SIGSEGV":
-            return "crashed with a segmentation fault (SIGSEGV)"
-        return f"was killed by {name}"
-    if not student_code_ran:
-        return f"exited with code {os.WEXITSTATUS(status)} before any student file was imported"
-    return f"exited with code {os.WEXITSTATUS(status)} (os._exit or a hard exit in your code)"
-
-
-ZYGOTE_OFF_ENV = "GRADE_NO_ZYGOTE"  # start every worker from scratch, as under bubblewrap
-
-
-class Zygote:
-    """This process's template worker for one kind of worker (CPU or GPU): see grader.sandbox.zygote.
-
-    Started on first use and kept for the life of the process, so a batch's pool
-    worker imports torch once for all the students it grades, not once per student."""
-
-    _running: dict[bool, Zygote] = {}
-
-    def __init__(self, use_gpu: bool):
-        self.use_gpu = use_gpu
-        self.runtime = isolation.build_runtime(Path(tempfile.mkdtemp(prefix="grade-runtime-")))
-        self.runtime.chmod(0o755)
-        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        bootstrap = (f"import sys; sys.path.insert(0, {str(self.runtime)!r}); "
-                     f"from grader.sandbox.zygote import main; main({theirs.fileno()})")
-        env = isolation.scrubbed_env(use_gpu, str(self.runtime), str(self.runtime))
-        self.log = self.runtime.parent / f"{self.runtime.name}.log"  # outside what workers may read
-        with open(os.open(self.log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600), "ab") as log:
-            self.proc = subprocess.Popen([sys.executable, "-I", "-c", bootstrap], cwd=self.runtime, env=env,
-                                         stdin=subprocess.DEVNULL, stdout=log, stderr=log,
-                                         pass_fds=(theirs.fileno(),), start_new_session=True)
-        theirs.close()
-        self.channel = ours
-        self.replies = ours.makefile("rb")
-
-    @classmethod
-    def shared(cls, use_gpu: bool) -> Zygote:
-        zygote = cls._running.get(use_gpu)
-        if zygote is None or zygote.proc.poll() is not None:
-            zygote = cls._running[use_gpu] = cls(use_gpu)
-        return zygote
-
-    def spawn(self, message: dict, fds: list[int], deadline: float) -> int | None:
-        """Fork a supervisor for one worker; its pid, or None if the template did not answer in time."""
-        try:
-            socket.send_fds(self.channel, [json.dumps(message).encode()], fds)
-            self.channel.settimeout(max(0.001, deadline - time.monotonic()))
-            line = self.replies.readline()
-        except OSError:
-            return None
-        finally:
-            self.channel.settimeout(None)
-        try:
-            pid = int(line)
-        except ValueError:
-            return None
-        return pid if pid > 0 else None
-
-    def close(self) -> None:
-        self.replies.close()  # the file holds the socket open too: close both, so the template sees EOF
-        self.channel.close()
-        try:
-            self.proc.wait(timeout=STOP_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-        shutil.rmtree(self.runtime, ignore_errors=True)
-        self.log.unlink(missing_ok=True)
-
-    @classmethod
-    def close_all(cls) -> None:
-        for zygote in cls._running.values():
-            zygote.close()
-        cls._running.clear()
-
-
-atexit.register(Zygote.close_all)
 
 
 class Sandbox:
@@ -216,9 +67,11 @@ class Sandbox:
                  limits: SandboxLimits | None = None, use_gpu: bool | None = None,
                  isolation_level: str | None = None,
                  uid_range: tuple[int, int] | None = uids.DEFAULT_UID_RANGE,
-                 protected: tuple[str, ...] = (), deadline: float | None = None):
+                 protected: tuple[str, ...] = (), deadline: float | None = None,
+                 switches: isolation.SandboxSwitches | None = None):
         """`deadline` (time.monotonic) shares another sandbox's budget: a submission graded in two
-        workers (its own code, and its kernels alone) costs one budget."""
+        workers (its own code, and its kernels alone) costs one budget. `switches`: the layers the
+        staff turned off (default: as this process's environment says)."""
         self.files = files
         self.modules = modules
         self.limits = limits = SandboxLimits() if limits is None else limits
@@ -236,7 +89,8 @@ class Sandbox:
                 self._slot = uids.claim(uid_range)
             except (OSError, RuntimeError):
                 self._slot = None
-        self.host = isolation.host_layers(self._slot.uid if self._slot else None)
+        self.switches = isolation.SandboxSwitches.from_environment() if switches is None else switches
+        self.host = isolation.host_layers(self._slot.uid if self._slot else None, self.switches)
         if self.host.uid and self._slot is not None:  # that uid cannot run Python here: do not use it
             self._slot.release()
             self._slot = None
@@ -292,8 +146,8 @@ class Sandbox:
 
     @property
     def uses_zygote(self) -> bool:
-        """A no-namespace worker forks from the template worker (unless GRADE_NO_ZYGOTE is set)."""
-        return self.base == "process" and not os.environ.get(ZYGOTE_OFF_ENV)
+        """A no-namespace worker forks from the template worker (unless the staff switched it off)."""
+        return self.base == "process" and not self.switches.no_template
 
     def start(self) -> None:
         """Start a worker (the caller may do other work until the first call)."""
@@ -453,7 +307,7 @@ class Sandbox:
         self._ready = False
         self.restarts += 1
         os.close(self._life_w)  # the supervisor kills the whole tree, reports and exits
-        status, ended = _drain_status(self._stat_r, time.monotonic() + STOP_TIMEOUT_S)
+        status, ended = drain_status(self._stat_r, time.monotonic() + STOP_TIMEOUT_S)
         if not ended:  # the supervisor did not finish: kill it (everything below it goes by uid)
             try:
                 if proc is not None:
@@ -520,7 +374,7 @@ class Sandbox:
                 fh.write("5")
         except OSError:
             return None
-        return _status_bytes(self._worker_pid, "VmRSS")
+        return status_bytes(self._worker_pid, "VmRSS")
 
     @property
     def budget_left_s(self) -> float:
@@ -556,7 +410,7 @@ class Sandbox:
             facts = CallFacts.from_message(reply.get("facts"))
         except TypeError:
             facts = CallFacts()
-        peak = _status_bytes(self._worker_pid, "VmHWM") if self._worker_pid and rss_before is not None else None
+        peak = status_bytes(self._worker_pid, "VmHWM") if self._worker_pid and rss_before is not None else None
         if peak is not None and facts.memory_kind != "cuda":  # the grader's own measurement, not the worker's
             facts.peak_memory_bytes = max(0, peak - rss_before)
             facts.memory_measured_by = "grader"

@@ -91,11 +91,43 @@ def _run_bwrap_probe(as_uid: int | None) -> bool:
     return probe.returncode == 0
 
 
-def bwrap_works(as_uid: int | None = None) -> bool:
-    """True when bubblewrap can create namespaces here (it cannot in most containers).
+NO_BWRAP_ENV = "GRADE_NO_BWRAP"  # force the no-namespace level, as on a host where bubblewrap cannot work
+WITHOUT_ENV = "GRADE_SANDBOX_WITHOUT"  # e.g. "uid,seccomp": behave as a host without those layers
+NO_ZYGOTE_ENV = "GRADE_NO_ZYGOTE"  # start every worker from scratch, as under bubblewrap
 
-    `GRADE_NO_BWRAP=1` forces the no-namespace level, as on such a host."""
-    if os.environ.get("GRADE_NO_BWRAP"):
+
+@dataclass(frozen=True)
+class SandboxSwitches:
+    """What the course staff switched off to rehearse a weaker host (each can only weaken a level,
+    and every grade's level is still checked against the course's requirement).
+
+    Read from the environment once, where a command starts (`from_environment`), and passed
+    down with the assignment, so a pool worker or a Ray actor grades with the switches of the
+    command that asked, whatever its own environment holds."""
+
+    no_bubblewrap: bool = False
+    without: frozenset[str] = frozenset()  # layers turned off: uid, landlock, seccomp, bubblewrap
+    no_template: bool = False  # no template worker: every worker starts from scratch
+
+    @classmethod
+    def from_environment(cls, environ=None) -> SandboxSwitches:
+        env = os.environ if environ is None else environ
+        return cls(no_bubblewrap=bool(env.get(NO_BWRAP_ENV)),
+                   without=frozenset(p.strip() for p in env.get(WITHOUT_ENV, "").split(",") if p.strip()),
+                   no_template=bool(env.get(NO_ZYGOTE_ENV)))
+
+    def why_off(self, layer: str) -> str:
+        """'' when `layer` is not switched off, else which switch turned it off."""
+        if layer == "bubblewrap" and self.no_bubblewrap:
+            return f"turned off by {NO_BWRAP_ENV}"
+        return f"turned off by {WITHOUT_ENV}" if layer in self.without else ""
+
+
+def bwrap_works(as_uid: int | None = None, switches: SandboxSwitches | None = None) -> bool:
+    """True when bubblewrap can create namespaces here (it cannot in most containers) and is not
+    switched off."""
+    switches = SandboxSwitches.from_environment() if switches is None else switches
+    if switches.why_off("bubblewrap"):
         return False
     return _bwrap_probe(as_uid)
 
@@ -162,12 +194,14 @@ class HostLayers:
     uid: str  # "" when available, else why not
     landlock_abi: int
     seccomp: str  # "" when available, else why not
+    bubblewrap_missing: str = ""  # why bubblewrap is not used, when a switch turned it off
+    landlock_missing: str = ""  # likewise for Landlock
 
     def predicted(self) -> Isolation:
         layers = {"bubblewrap" if self.bubblewrap else "process", "reaper"}
         missing: dict[str, str] = {}
         if not self.bubblewrap:
-            missing["bubblewrap"] = bubblewrap_reason()
+            missing["bubblewrap"] = self.bubblewrap_missing or bubblewrap_reason()
         for name, reason in (("uid", self.uid), ("seccomp", self.seccomp)):
             if reason:
                 missing[name] = reason
@@ -176,14 +210,11 @@ class HostLayers:
         if self.landlock_abi >= 1:
             layers.add("landlock")
         else:
-            missing["landlock"] = (f"turned off by {WITHOUT_ENV}" if "landlock" in turned_off()
-                                   else "this kernel has no Landlock")
+            missing["landlock"] = self.landlock_missing or "this kernel has no Landlock"
         return Isolation(ordered(layers), {}, missing)
 
 
 def bubblewrap_reason() -> str:
-    if os.environ.get("GRADE_NO_BWRAP"):
-        return "turned off by GRADE_NO_BWRAP"
     if not shutil.which("bwrap"):
         return "bwrap is not installed"
     return "bwrap cannot create namespaces here (a container's seccomp profile blocks them)"
@@ -198,40 +229,16 @@ def uid_reason(uid: int | None) -> str:
     return uids.runtime_reachable(uid, runtime_files())
 
 
-WITHOUT_ENV = "GRADE_SANDBOX_WITHOUT"  # e.g. "uid,seccomp": behave as a host without those layers
-# The environment switches a sandbox reads when it starts a worker. A process that grades for
-# another (a pool worker, a Ray actor) is given the values of the process that asked.
-SWITCHES_ENV = ("GRADE_NO_BWRAP", WITHOUT_ENV, "GRADE_NO_ZYGOTE")
-
-
-def switches() -> dict[str, str]:
-    """The sandbox switches set in this process (name → value)."""
-    return {name: os.environ[name] for name in SWITCHES_ENV if name in os.environ}
-
-
-def apply_switches(values: dict[str, str]) -> None:
-    """Make this process's sandbox switches `values` (set those given, clear the others)."""
-    for name in SWITCHES_ENV:
-        if name in values:
-            os.environ[name] = values[name]
-        else:
-            os.environ.pop(name, None)
-
-
-def turned_off() -> set[str]:
-    """Layers switched off by GRADE_SANDBOX_WITHOUT (to rehearse a weaker host)."""
-    return {part.strip() for part in os.environ.get(WITHOUT_ENV, "").split(",") if part.strip()}
-
-
-def host_layers(probe_uid: int | None) -> HostLayers:
-    """Detect the layers (cheap; the probes are cached per process)."""
-    off = turned_off()
-    why_off = f"turned off by {WITHOUT_ENV}"
-    uid_problem = why_off if "uid" in off else uid_reason(probe_uid)
+def host_layers(probe_uid: int | None, switches: SandboxSwitches | None = None) -> HostLayers:
+    """Detect the layers (cheap; the probes are cached per process), less those switched off."""
+    switches = SandboxSwitches.from_environment() if switches is None else switches
+    uid_problem = switches.why_off("uid") or uid_reason(probe_uid)
     as_uid = probe_uid if not uid_problem else None
-    return HostLayers(bubblewrap=bwrap_works(as_uid) and "bubblewrap" not in off, uid=uid_problem,
-                      landlock_abi=0 if "landlock" in off else landlock.abi_version(),
-                      seccomp=why_off if "seccomp" in off else seccomp_filter.available())
+    bubblewrap_off = switches.why_off("bubblewrap")
+    return HostLayers(bubblewrap=not bubblewrap_off and bwrap_works(as_uid, switches), uid=uid_problem,
+                      landlock_abi=0 if switches.why_off("landlock") else landlock.abi_version(),
+                      seccomp=switches.why_off("seccomp") or seccomp_filter.available(),
+                      bubblewrap_missing=bubblewrap_off, landlock_missing=switches.why_off("landlock"))
 
 
 def bwrap_command(workdir: str, runtime: str, use_gpu: bool) -> list[str]:

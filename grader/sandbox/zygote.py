@@ -1,7 +1,7 @@
 """A template worker: torch imported once, one fork per student.
 
 A worker's own start-up is mostly `import torch` (about 1.2 s of the 1.3 s it
-takes). The template process (started by grader.sandbox.client.Zygote, as the
+takes). The template process (started by grader.sandbox.template.Zygote, as the
 grader's user, from the same private runtime copy as any worker) imports torch
 and Triton once and then waits on a unix socket. For each worker the trusted
 side sends the worker's spec and its pipes (SCM_RIGHTS); the template forks,

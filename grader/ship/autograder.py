@@ -38,12 +38,14 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from pathlib import Path
 
+from grader.core.assignment import Assignment
 from grader.core.compat import parse_iso
 from grader.core.course import ENGINE_ROOT, Course
+from grader.core.due import HOSTED, DueDate
 from grader.core.errors import GraderError, SandboxFailed, SandboxRefused, SettingsError
-from grader.core.manifest import Manifest, load_manifest
+from grader.core.files import SKIPPED_PARTS, tree_files, write_atomic
+from grader.core.manifest import Manifest
 from grader.core.text import one_line
-from grader.intake.submission import SKIPPED_PARTS
 from grader.ship.release import ZIP_DATE
 
 HOME_ENV = "GRADE_AUTOGRADER_HOME"
@@ -156,16 +158,22 @@ class GradescopeDates:
 
     Gradescope lists the assignment's `due_date` and `late_due_date`, and each user's own
     dates under `users[].assignment` (a per-student extension shows there; for a group, the
-    latest of its members counts). The late policy (grader.core.scoring.score) takes the
-    assignment's due date as `due`, the student's extra time as `extension`, and `closes_at`,
-    when the late window closes before the extension shifts it, so that `closes_at +
-    extension` is the student's own late due date."""
+    latest of its members counts). The late policy takes them as one DueDate (`due_date`):
+    the assignment's due date (the manifest's when Gradescope gives none), the student's
+    extra time as its extension, and `closes_at`, when the late window closes before the
+    extension shifts it, so that `closes_at + extension` is the student's own late due date."""
 
     submitted_at: datetime | None = None
     due: datetime | None = None
     extension: timedelta | None = None
     closes_at: datetime | None = None
     notes: tuple[str, ...] = ()
+
+    def due_date(self, manifest_due: DueDate) -> DueDate:
+        """The dates the submission is held to; `manifest_due` (the assignment's own) where Gradescope has none."""
+        return replace(manifest_due, extension=self.extension, closes_at=self.closes_at,
+                       extension_from="Gradescope" if self.extension else "",
+                       **({"deadline": self.due, "deadline_from": HOSTED} if self.due else {}))
 
 
 def _date(value: object, where: str, notes: list[str]) -> datetime | None:
@@ -246,44 +254,39 @@ def failure_results(reason: str, *, host_problem: bool) -> dict:
             "tests": [], "extra_data": {"error": one_line(reason, 1500), "host_problem": host_problem}}
 
 
-def run_gradescope(course: Course, assignment_id: str, paths: AutograderPaths | None = None, *,
-                   seed: int | None = None) -> int:
+def run_gradescope(assignment: Assignment, paths: AutograderPaths | None = None, *, seed: int | None = None) -> int:
     """Grade Gradescope's submission and write its results.json; the exit status for run_autograder.
 
     0 when results.json holds a grade or a problem of the submission; the GraderError's exit
     code when the host cannot grade (no required sandbox level: 4), with a results.json saying so."""
-    from grader.pipeline.grading import grade, open_submission
-    from grader.render.results import write_gradescope, write_json_atomic
+    from grader.pipeline.grading import GradeRequest, grade, open_submission
+    from grader.pipeline.record import ResultsJson, deliver
 
     paths = paths or AutograderPaths.from_environment()
     try:
-        manifest = load_manifest(course.assignment_dir(assignment_id) / "assignment.toml")
         dates = read_metadata(paths.metadata)
-        workspace = pick_workspace(paths.submission, manifest)
-        submission = open_submission(course, assignment_id, workspace, student=GRADESCOPE_STUDENT,
+        workspace = pick_workspace(paths.submission, assignment.manifest)
+        submission = open_submission(assignment, workspace, student=GRADESCOPE_STUDENT,
                                      submitted_at=dates.submitted_at)
-        result = grade(course, assignment_id, submission, mode="submit", seed=seed,
-                       deadline=dates.due, extension=dates.extension, closes_at=dates.closes_at)
-        result = replace(result, notes=(*result.notes, *dates.notes))
-    except (SandboxRefused, SandboxFailed, SettingsError) as exc:
-        write_json_atomic(paths.results, failure_results(str(exc), host_problem=True))
-        return exc.exit_code
+        result = grade(assignment, submission, GradeRequest(mode="submit", seed=seed,
+                                                                 due=dates.due_date(assignment.due_date)))
+        result = replace(result, notes=(*result.notes, *dates.notes))  # the metadata's own notes, shown too
     except GraderError as exc:
-        write_json_atomic(paths.results, failure_results(str(exc), host_problem=False))
-        return 0
-    write_gradescope(result, paths.results, manifest)
+        return record_failure(paths, exc)
+    deliver(result, submission, [ResultsJson(paths.results, assignment.manifest)])
     return 0
 
 
-def _tree(top: Path, base: Path) -> dict[str, Path]:
-    items = [top] if top.is_file() else sorted(top.rglob("*"))
-    found = {}
-    for item in items:
-        relative = item.relative_to(base)
-        if item.is_file() and not item.is_symlink() and \
-                not any(part in SKIPPED_PARTS or part.endswith(".egg-info") for part in relative.parts):
-            found[relative.as_posix()] = item
-    return found
+def record_failure(paths: AutograderPaths, exc: GraderError) -> int:
+    """A results.json that says why nothing could be graded; the exit status for run_autograder.
+
+    A host problem (no required sandbox level, unusable settings) keeps its exit code, so
+    Gradescope shows the run failed; a problem of the submission or the assignment exits 0."""
+    from grader.render.results import results_text
+
+    host_problem = isinstance(exc, (SandboxRefused, SandboxFailed, SettingsError))
+    write_atomic(paths.results, results_text(failure_results(str(exc), host_problem=host_problem)))
+    return exc.exit_code if host_problem else 0
 
 
 def _course_files(course: Course, assignment_id: str) -> dict[str, Path]:
@@ -292,14 +295,14 @@ def _course_files(course: Course, assignment_id: str) -> dict[str, Path]:
     for name in ("grader", "pyproject.toml", "README.md"):  # the course's copy, else the installed one
         for root in (course.root, ENGINE_ROOT):
             if (root / name).exists():
-                files.update(_tree(root / name, root))
+                files.update(tree_files(root / name, root))
                 break
     templates = course.templates_dir
-    files.update({f"templates/{k}": v for k, v in _tree(templates, templates).items()})
+    files.update({f"templates/{k}": v for k, v in tree_files(templates).items()})
     for top in (course.root / "kernels", course.assignment_dir(assignment_id), course.root / "course.toml",
                 course.reference_dir / "__init__.py", course.reference_for(assignment_id)):
         if top.exists():
-            files.update(_tree(top, course.root))
+            files.update(tree_files(top, course.root))
     return files
 
 
@@ -337,7 +340,7 @@ def check_timeout(manifest: Manifest, timeout_minutes: int) -> None:
             f"submission_budget_s in its manifest)")
 
 
-def build_autograder(course: Course, assignment_id: str, out: str | Path | None = None, *,
+def build_autograder(assignment: Assignment, out: str | Path | None = None, *,
                      timeout_minutes: int | None = None) -> Path:
     """Write the bundle zip (default: <course>/.grade/autograder/ASSIGNMENT.zip).
 
@@ -345,7 +348,7 @@ def build_autograder(course: Course, assignment_id: str, out: str | Path | None 
     Gradescope's); the bundle is refused when the assignment's budget does not fit in it, and
     run_autograder stops the grader STOP_MARGIN_S before it, so a results.json is always written."""
     timeout_minutes = DEFAULT_TIMEOUT_MINUTES if timeout_minutes is None else timeout_minutes
-    manifest = load_manifest(course.assignment_dir(assignment_id) / "assignment.toml")
+    course, assignment_id, manifest = assignment.course, assignment.id, assignment.manifest
     check_timeout(manifest, timeout_minutes)
     path = Path(out) if out else course.state_dir / "autograder" / f"{assignment_id}.zip"
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -45,13 +45,13 @@ from pathlib import Path, PurePosixPath
 
 import nbformat
 
+from grader.core.assignment import Assignment
 from grader.core.compat import tomllib
-from grader.core.course import Course
 from grader.core.errors import ReleaseLeak, StarterNotPristine
-from grader.core.manifest import Manifest, load_manifest
+from grader.core.files import SKIPPED_PARTS
+from grader.core.manifest import Manifest
 from grader.core.quiz import ANSWERS_FILE
 from grader.intake.notebook import ANSWERS_TAG
-from grader.intake.submission import SKIPPED_PARTS
 from grader.ship import leaks
 
 INSTRUCTOR_ONLY_NAMES = {"quiz_key.toml", "mutants.py"}
@@ -66,9 +66,9 @@ class Release:
     files: tuple[str, ...]
 
 
-def bundle_files(course: Course, assignment_id: str) -> dict[str, bytes]:
+def bundle_files(assignment: Assignment) -> dict[str, bytes]:
     """relative path → bytes of everything students get; symlinks are a leak risk, refused."""
-    root = course.assignment_dir(assignment_id)
+    root, assignment_id = assignment.folder, assignment.id
     files: dict[str, bytes] = {}
     links = []
     for item in sorted(root.rglob("*")):
@@ -101,10 +101,11 @@ def _definitions(text: str) -> list[tuple[str, str]]:
             for node in tree.body if isinstance(node, leaks.DEFINITIONS) and not leaks.is_stub(node)]
 
 
-def instructor_files(course: Course, assignment_id: str) -> dict[str, bytes]:
+def instructor_files(assignment: Assignment) -> dict[str, bytes]:
     """Every file under reference/<id>/ and kernels/ (display path → bytes)."""
+    course = assignment.course
     found = {}
-    for folder in (course.reference_for(assignment_id), course.root / "kernels"):
+    for folder in (assignment.reference, course.root / "kernels"):
         if not folder.is_dir():
             continue
         for item in sorted(folder.rglob("*")):
@@ -382,11 +383,11 @@ def build_notebook(assignment_id: str, title: str, files: dict[str, bytes],
     return notebook
 
 
-def release(course: Course, assignment_id: str, out_dir: str | Path | None = None) -> Release:
+def release(assignment: Assignment, out_dir: str | Path | None = None) -> Release:
     """Check, then write DIR/ASSIGNMENT.zip and DIR/ASSIGNMENT.ipynb (default DIR: <course>/.grade/release)."""
-    manifest = load_manifest(course.assignment_dir(assignment_id) / "assignment.toml")
-    files = bundle_files(course, assignment_id)
-    problems = find_leaks(files, instructor_files(course, assignment_id))
+    course, assignment_id, manifest = assignment.course, assignment.id, assignment.manifest
+    files = bundle_files(assignment)
+    problems = find_leaks(files, instructor_files(assignment))
     if problems:
         raise ReleaseLeak(f"refusing to release {assignment_id}: {len(problems)} instructor-only "
                           f"item(s) in assignments/{assignment_id}/: " + "; ".join(problems))
@@ -396,7 +397,7 @@ def release(course: Course, assignment_id: str, out_dir: str | Path | None = Non
                                  f"{assignment_id}/ is not blank ({len(unfinished)} problem(s)): "
                                  + "; ".join(unfinished))
     out = Path(out_dir) if out_dir else course.state_dir / "release"
-    if out.resolve().is_relative_to(course.assignment_dir(assignment_id).resolve()):
+    if out.resolve().is_relative_to(assignment.folder.resolve()):
         raise ReleaseLeak("the release folder must not be inside the assignment it releases")
     out.mkdir(parents=True, exist_ok=True)
     zip_path = out / f"{assignment_id}.zip"

@@ -35,6 +35,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 from grader.core.compat import UTC, parse_iso
+from grader.core.due import DueDate
 from grader.core.errors import GradebookError
 from grader.core.records import GradeResult, Override
 from grader.core.text import storable
@@ -249,11 +250,12 @@ class ExtensionRecord:
     granted_at: str
     cleared_at: str | None = None
 
-    def late_policy(self) -> dict:
-        """The keyword arguments of scoring.score / final_score that hold the student to this extension."""
+    def applied_to(self, due: DueDate) -> DueDate:
+        """`due` with this extension: a deadline of the student's own, or extra time."""
+        source = "the roster" if self.assignment_id == EVERY_ASSIGNMENT else "an extension"
         if self.until is not None:
-            return {"deadline": parse_iso(self.until), "extension": None}
-        return {"deadline": None, "extension": timedelta(seconds=self.extra_s or 0.0)}
+            return due.with_extension(until=parse_iso(self.until), source=source)
+        return due.with_extension(extra=timedelta(seconds=self.extra_s or 0.0), source=source)
 
     def describe(self) -> str:
         if self.until is not None:
@@ -331,13 +333,6 @@ class Gradebook:
             raise GradebookError(f"gradebook write failed: {exc}") from exc
 
     # ----------------------------------------------------------------- writes
-    def upsert_student(self, student_id: str, name: str | None = None,
-                       email: str | None = None) -> None:
-        with self._transaction() as db:
-            db.execute("INSERT INTO students (id, name, email) VALUES (?, ?, ?) "
-                       "ON CONFLICT(id) DO UPDATE SET name = COALESCE(excluded.name, name), "
-                       "email = COALESCE(excluded.email, email)", (student_id, name, email))
-
     def import_roster(self, rows: list[dict], author: str | None = None) -> int:
         """Add or update students. A row with an `extension_days` key sets (a number) or clears (None)
         the student's extension for every assignment; rows without the key leave it as it is."""

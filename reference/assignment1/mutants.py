@@ -16,7 +16,7 @@ import math
 
 import torch
 
-from grader.harness.diagnose import mutant
+from grader.harness.catalogue import mutant
 from reference.assignment1.attention import softmax
 
 # ------------------------------------------------------------------ attention_scores

@@ -1,0 +1,99 @@
+"""One grade and where it goes: `grade_and_record` and its sinks.
+
+Every official grade is put together here, whoever asks: `grade submit`, a batch job
+(in a pool worker, whose gradebook row the batch's parent delivers, since the parent
+alone writes the gradebook), the Gradescope autograder and a Ray actor (which renders
+the report and sends it back as text). What happens to a result is a list of sinks:
+
+* `ResultsJson`: Gradescope's results.json;
+* `HtmlReport`: the student's report, written;
+* `RenderedReport`: the student's report, kept as text (to send to another machine);
+* `GradebookRow`: the gradebook's record (the gradebook is the only writer of storage).
+
+Files are written whole or not at all (grader.core.files.write_atomic).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+from grader.core.assignment import Assignment
+from grader.core.files import write_atomic
+from grader.core.manifest import Manifest
+from grader.core.records import GradeResult
+from grader.intake.submission import Submission
+from grader.pipeline.grading import GradeRequest, grade
+from grader.render.report import render_html
+from grader.render.results import gradescope_results, results_text
+from grader.storage.gradebook import Gradebook
+
+
+class Sink(Protocol):
+    """Where a graded result goes; `deliver` says where it went, in a few words (or '')."""
+
+    def deliver(self, result: GradeResult, submission: Submission) -> str: ...
+
+
+@dataclass(frozen=True)
+class ResultsJson:
+    """Gradescope's results.json at `path`."""
+
+    path: Path
+    manifest: Manifest | None = None
+
+    def deliver(self, result: GradeResult, submission: Submission) -> str:
+        write_atomic(self.path, results_text(gradescope_results(result, self.manifest)))
+        return f"results.json: {self.path}"
+
+
+@dataclass(frozen=True)
+class HtmlReport:
+    """The student's HTML report at `path`, from the course's templates."""
+
+    path: Path
+    templates: Path
+
+    def deliver(self, result: GradeResult, submission: Submission) -> str:
+        write_atomic(self.path, render_html(result, self.templates))
+        return f"report: {self.path}"
+
+
+@dataclass
+class RenderedReport:
+    """The student's HTML report as text (`html`), for a machine that does not write it itself."""
+
+    templates: Path
+    html: str | None = field(default=None, init=False)
+
+    def deliver(self, result: GradeResult, submission: Submission) -> str:
+        self.html = render_html(result, self.templates)
+        return ""
+
+
+@dataclass(frozen=True)
+class GradebookRow:
+    """The gradebook's record of the grading (an earlier grading of the same files is kept in its history,
+    replaced for `replaced_because`)."""
+
+    book: Gradebook
+    replaced_because: str = "graded again"
+
+    def deliver(self, result: GradeResult, submission: Submission) -> str:
+        self.book.record(result, submission, replaced_because=self.replaced_because)
+        return f"recorded in {self.book.path}"
+
+
+def deliver(result: GradeResult, submission: Submission, sinks: Sequence[Sink]) -> list[str]:
+    """Send `result` to every sink, in order; what each said."""
+    return [said for sink in sinks if (said := sink.deliver(result, submission))]
+
+
+def grade_and_record(assignment: Assignment, submission: Submission, request: GradeRequest,
+                     sinks: Sequence[Sink] = (), progress: Callable[[str], None] | None = None,
+                     ) -> tuple[GradeResult, list[str]]:
+    """Grade one submission and deliver the result to `sinks`; the result and what the sinks said."""
+    result = grade(assignment, submission, request, progress)
+    return result, deliver(result, submission, sinks)

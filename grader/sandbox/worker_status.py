@@ -1,0 +1,95 @@
+"""A worker process as the trusted side sees it from outside: its wait status, its memory, its pid.
+
+Read from the supervisor's status pipe and from /proc, never from what the worker says
+of itself; `describe_status` puts a wait status in words a student can act on.
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import signal
+import time
+
+from grader.sandbox import uids
+
+STOP_TIMEOUT_S = 10.0  # how long a stopping worker, supervisor or template gets before it is killed
+
+
+def signal_name(code: int) -> str:
+    try:
+        return signal.Signals(code).name
+    except ValueError:
+        return f"signal {code}"
+
+
+def drain_status(fd: int, deadline: float) -> tuple[int | None, bool]:
+    """Read the supervisor's status pipe to its end ("pid N", then "exit S" when it is done):
+    the worker's wait status if it wrote one, and whether the supervisor finished in time."""
+    data = b""
+    ended = False
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0 or not select.select([fd], [], [], left)[0]:
+            break
+        try:
+            chunk = os.read(fd, 4096)
+        except OSError:
+            break
+        if not chunk:
+            ended = True
+            break
+        data += chunk
+    status = None
+    for line in data.decode(errors="replace").splitlines():
+        word, _, value = line.partition(" ")
+        if word == "exit" and value.lstrip("-").isdigit():
+            status = int(value)
+    return status, ended
+
+
+def status_bytes(pid: int, key: str) -> int | None:
+    """A VmRSS/VmHWM-style line of /proc/<pid>/status, in bytes."""
+    try:
+        with open(f"/proc/{pid}/status") as fh:
+            for line in fh:
+                if line.startswith(key + ":"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def host_pid(reported: int, uid: int | None, namespaced: bool) -> int | None:
+    """The worker's pid as this process sees it (under bubblewrap it reports its namespace's pid)."""
+    if not namespaced:
+        return reported if reported > 0 else None
+    if uid is None:
+        return None
+    for pid in uids.processes_of(uid):
+        try:
+            with open(f"/proc/{pid}/status") as fh:
+                nspid = next((line.split()[1:] for line in fh if line.startswith("NSpid:")), [])
+        except OSError:
+            continue
+        if len(nspid) > 1 and nspid[-1] == str(reported):
+            return pid
+    return None
+
+
+def describe_status(status: int | None, student_code_ran: bool = True) -> str:
+    """A worker's wait status in words a student can act on (`student_code_ran`: after its files were imported)."""
+    if status is None:
+        return "stopped answering"
+    if os.WIFSIGNALED(status):
+        name = signal_name(os.WTERMSIG(status))
+        if name == "SIGXCPU":
+            return "used up its CPU-time limit (SIGXCPU)"
+        if name == "SIGKILL":
+            return "was killed (SIGKILL): most likely the memory limit"
+        if name == "SIGSEGV":
+            return "crashed with a segmentation fault (SIGSEGV)"
+        return f"was killed by {name}"
+    if not student_code_ran:
+        return f"exited with code {os.WEXITSTATUS(status)} before any student file was imported"
+    return f"exited with code {os.WEXITSTATUS(status)} (os._exit or a hard exit in your code)"
