@@ -21,6 +21,51 @@ MINI_COURSE = FIXTURES / "mini_course"
 FAULTS = FIXTURES / "faults"
 
 
+# The lanes (README): the fast lane deselects these marks. A test that grades in a real
+# sandbox worker, or hands jobs to a grading pool, must say so with `sandbox` (or `ray`); the
+# guard below fails an unmarked one, so the fast lane never grades behind its own back. A start
+# inside a shared (module or session) fixture counts for the test whose setup built it.
+FAST_LANE = "not sandbox and not browser and not slow and not ray"
+_GRADING_STARTS: list[str] = []  # what this process started, in order
+_STARTS_BEFORE = pytest.StashKey[int]()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _note_grading_starts():
+    """Note every sandbox worker and grading pool this process starts, for the guard below."""
+    from grader.pipeline.local_pool import LocalProcessExecutor
+    from grader.sandbox.client import Sandbox
+
+    def noting(what: str, real):
+        def wrapper(self, *args, **kwargs):
+            _GRADING_STARTS.append(what)
+            return real(self, *args, **kwargs)
+        return wrapper
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(Sandbox, "start", noting("a sandbox worker", Sandbox.start))
+        patch.setattr(LocalProcessExecutor, "submit", noting("a grading pool", LocalProcessExecutor.submit))
+        yield
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    item.stash[_STARTS_BEFORE] = len(_GRADING_STARTS)
+
+
+@pytest.fixture(autouse=True)
+def _grading_is_marked(request):
+    """Fail a test that starts a sandbox worker or a grading pool in this process, in its body or
+    in a fixture its setup built, without the `sandbox` mark (or `ray`, for Ray's executor)."""
+    yield
+    if request.node.get_closest_marker("sandbox") or request.node.get_closest_marker("ray"):
+        return
+    started = _GRADING_STARTS[request.node.stash.get(_STARTS_BEFORE, len(_GRADING_STARTS)):]
+    if started:
+        pytest.fail(f"this test starts {started[0]} but is not marked sandbox: mark it "
+                    f"(@pytest.mark.sandbox), so that the fast lane ({FAST_LANE!r}) stays fast", pytrace=False)
+
+
 @pytest.fixture
 def mini_course(tmp_path: Path) -> Path:
     """A private copy of the tiny course (so gradebooks and reports stay in tmp)."""

@@ -64,17 +64,20 @@ def runs(tmp_path_factory) -> dict:
                                 timeout_s=600)
 
 
+@pytest.mark.slow
 def test_reference_passes_every_hidden_test(runs):
     for run in runs["reference"]:
         assert not harness.reference_problems(run), harness.reference_problems(run)
 
 
+@pytest.mark.slow
 def test_every_hidden_test_has_exactly_one_known_task(runs):
     tasks = {nodeid: t["task"] for nodeid, t in runs["reference"][0]["tests"].items()}
     assert all(task in TASK_IDS for task in tasks.values()), tasks
     assert set(tasks.values()) == set(TASK_IDS)
 
 
+@pytest.mark.slow
 def test_hidden_test_names_are_unique_across_files(runs):
     # The grading suite (grader/harness/suite.py) names an outcome by the test function alone,
     # so two files with a test of the same name would shadow each other's failures.
@@ -82,21 +85,25 @@ def test_hidden_test_names_are_unique_across_files(runs):
     assert len(names) == len(set(names)), sorted(n for n in names if names.count(n) > 1)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["stubs", "public_stubs"])
 def test_stubs_fail_every_test_in_the_test_body(runs, name):
     assert not harness.stub_problems(runs[name]), harness.stub_problems(runs[name])
 
 
+@pytest.mark.slow
 def test_public_tests_pass_on_the_reference(runs):
     problems = harness.reference_problems(runs["public_reference"])
     assert not problems, problems
 
 
+@pytest.mark.slow
 def test_public_tests_cover_every_task(runs):
     tasks = {t["task"] for t in runs["public_stubs"]["tests"].values()}
     assert tasks == set(TASK_IDS)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mutant_id", [m.id for m in _mutants()])
 def test_mutant_is_caught_only_by_its_task_and_named(runs, mutant_id):
     task = next(m.function for m in _mutants() if m.id == mutant_id)  # function == task id here

@@ -104,6 +104,7 @@ def test_split_and_merge_heads_are_inverse_views():
 # =============================================================================
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("base", "factor", "dtype"), [
     (10000.0, 1.0, torch.float32),
     (500000.0, 1.0, torch.float32),
@@ -283,6 +284,7 @@ def one_thread():
     torch.set_num_threads(threads)
 
 
+@pytest.mark.slow
 def test_hidden_suite_on_the_command_line():
     """Plain pytest as an author runs it (the workspace defaults to the reference): all pass.
     The stubs' side is checked in-process below, to save a second interpreter start."""
@@ -292,6 +294,7 @@ def test_hidden_suite_on_the_command_line():
     assert result.returncode == 0, result.stdout[-3000:]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("suite", ["hidden", "public"])
 def test_reference_passes_and_stubs_fail(suite, one_thread):
     tests = (REFERENCE if suite == "hidden" else ASSIGNMENT) / "tests"
@@ -303,6 +306,7 @@ def test_reference_passes_and_stubs_fail(suite, one_thread):
     assert {t["task"] for t in on_reference["tests"].values()} == code_tasks  # every test has a code task
 
 
+@pytest.mark.slow
 def test_each_mutant_fails_only_its_own_task_and_is_named(one_thread):
     runs = harness.run_mutants("assignment2", MUTANTS, lambda m: [REFERENCE / "tests"], lambda: SEED)
     problems = []

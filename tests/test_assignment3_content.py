@@ -292,6 +292,7 @@ def test_every_mutant_is_registered_once_for_a_task_function():
         assert list(inspect.signature(m.fn).parameters) == list(inspect.signature(ref).parameters), m.id
 
 
+@pytest.mark.slow
 def test_static_checks_pass_the_reference_and_mutants_and_catch_the_cheats(tmp_path):
     from grader.intake.static_checks import check_sources
 

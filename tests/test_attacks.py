@@ -319,6 +319,7 @@ class LoopbackServer:
         self.sock.close()
 
 
+@pytest.mark.sandbox
 @pytest.mark.parametrize("name", sorted(ATTACKS))
 def test_attack_is_contained(room: Classroom, level: str, name: str) -> None:
     body, expected = ATTACKS[name]
@@ -354,6 +355,7 @@ def test_attack_is_contained(room: Classroom, level: str, name: str) -> None:
     room.untouched()
 
 
+@pytest.mark.sandbox
 def test_a_sleeping_import_costs_no_more_than_the_budget(room: Classroom, level: str) -> None:
     manifest = room.root / "assignments" / "mini" / "assignment.toml"
     manifest.write_text(manifest.read_text().replace("submission_budget_s = 120", "submission_budget_s = 8"))
@@ -408,6 +410,7 @@ TIMING_DEVICES = ["cpu", pytest.param("cuda", marks=[pytest.mark.gpu, pytest.mar
     not __import__("torch").cuda.is_available(), reason="needs a CUDA device")])]
 
 
+@pytest.mark.sandbox
 @pytest.mark.parametrize("device", TIMING_DEVICES)
 @pytest.mark.parametrize("name", sorted(TIMING_ATTACKS))
 def test_timing_attack_earns_no_speed_credit(tmp_path, level: str, name: str, device: str) -> None:
@@ -460,6 +463,7 @@ def beat_for(seconds):
 '''
 
 
+@pytest.mark.sandbox
 def test_a_worker_cannot_touch_another_students_worker(level: str) -> None:
     from grader.sandbox import uids
     from grader.sandbox.client import Sandbox
@@ -477,6 +481,7 @@ def test_a_worker_cannot_touch_another_students_worker(level: str) -> None:
         assert victim.call("where").status == "ok"  # still alive and answering
 
 
+@pytest.mark.sandbox
 def test_the_worker_is_stopped_while_the_reference_is_timed(level: str) -> None:
     from grader.harness.runners import SandboxRunner
     from grader.sandbox import protocol
@@ -527,6 +532,7 @@ def hog(n):
 '''
 
 
+@pytest.mark.sandbox
 def test_peak_memory_is_measured_from_outside_the_worker(level: str) -> None:
     from grader.sandbox.client import Sandbox
 
@@ -557,6 +563,7 @@ def ones(n):
 '''
 
 
+@pytest.mark.sandbox
 def test_one_student_cannot_poison_the_next_worker(level: str) -> None:
     """Workers at the no-namespace level fork from one template that imported torch: what a student
     changes in its worker stays in its own process, and the template's files are read-only."""

@@ -378,6 +378,7 @@ class KillingPool(LocalProcessExecutor):
         super().restart()
 
 
+@pytest.mark.sandbox
 @pytest.mark.slow
 def test_a_worker_killed_by_one_job_costs_only_that_student(tmp_path: Path):
     students = [s for s in STUDENTS if s.id in ("s01", "s03", "s05")]

@@ -33,6 +33,7 @@ def _flat(output: str) -> str:
     return " ".join(output.split())  # rich wraps long lines to the terminal's width
 
 
+@pytest.mark.sandbox
 def test_check_with_task_totals_that_task_alone(run, mini_course):
     result = run("check", "mini", "--workspace", str(mini_course / "reference/mini"), "--task", "double")
     text = _flat(result.output)
@@ -42,6 +43,7 @@ def test_check_with_task_totals_that_task_alone(run, mini_course):
     assert "Normalise rows" not in text and "Quiz:" not in text
 
 
+@pytest.mark.sandbox
 def test_check_of_everything_counts_every_public_test_and_says_what_it_tells(run, mini_course, tmp_path):
     work = tmp_path / "work"
     shutil.copytree(mini_course / "reference/mini", work)
@@ -56,6 +58,7 @@ def test_check_of_everything_counts_every_public_test_and_says_what_it_tells(run
     assert "grade submit runs the hidden tests" in text
 
 
+@pytest.mark.sandbox
 def test_check_of_the_stubs_fails_and_a_quiz_only_check_runs_no_public_test(run, mini_course):
     stubs = run("check", "mini")
     assert stubs.exit_code == 1 and "Public tests of mini: 0 of 2 passed." in _flat(stubs.output)

@@ -189,6 +189,7 @@ LONG_TASKS = [("scaled_dot_product_attention_with_masks", 14), ("grouped_query_a
               ("kv_cache_bytes_every_layer", 10)]
 
 
+@pytest.mark.browser
 @pytest.mark.skipif(chromium() is None, reason="no Chromium installed (apt-get install chromium)")
 def test_every_table_fits_a_laptop_screen(course: Path, tmp_path: Path):
     manifest = course / "assignments" / "mini" / "assignment.toml"

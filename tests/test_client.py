@@ -110,6 +110,7 @@ def sandbox(level: str | None, **limits) -> Sandbox:
 # ------------------------------------------------- a worker that never reports
 
 
+@pytest.mark.sandbox
 def test_a_worker_that_dies_before_its_first_message(from_scratch):
     with sandbox(from_scratch, memory_mb=64) as box:  # too little memory to import torch
         with pytest.raises(SandboxUnavailable) as raised:
@@ -133,6 +134,7 @@ def test_describe_status_blames_student_code_only_after_it_ran():
 # -------------------------------------------------- replies that break the channel
 
 
+@pytest.mark.sandbox
 @pytest.mark.parametrize("name", ["not_a_dict", "undecodable", "too_long"])
 def test_a_reply_that_breaks_the_channel_costs_that_call_only(level, name):
     with sandbox(level) as box:
@@ -148,6 +150,7 @@ def test_a_reply_that_breaks_the_channel_costs_that_call_only(level, name):
 # -------------------------------------------------------------------- the budget
 
 
+@pytest.mark.sandbox
 def test_the_budget_used_up_while_the_worker_starts(from_scratch):
     with sandbox(from_scratch, submission_budget_s=STARTUP_BUDGET_S) as box:
         with pytest.raises(SandboxUnavailable) as raised:
@@ -163,6 +166,7 @@ def test_the_budget_used_up_while_the_worker_starts(from_scratch):
         assert box.restarts == restarts  # no worker is started once the budget is gone
 
 
+@pytest.mark.sandbox
 def test_the_budget_used_up_by_a_call():
     with sandbox(None, submission_budget_s=BUDGET_S) as box:  # this host's default level
         first = box.call("add", (torch.ones(1),))

@@ -41,6 +41,7 @@ def course() -> Course:
     return Course(MINI_COURSE)
 
 
+@pytest.mark.sandbox
 @pytest.mark.parametrize("fault", sorted(EXPECTED))
 def test_fault_is_recorded_and_explained(course: Course, fault: str, tmp_path) -> None:
     failing_task, kind, words, passing = EXPECTED[fault]
@@ -63,6 +64,7 @@ def test_fault_is_recorded_and_explained(course: Course, fault: str, tmp_path) -
     assert sum(t["score"] for t in data["tests"]) == pytest.approx(result.score.total, abs=1e-3)
 
 
+@pytest.mark.sandbox
 def test_fake_results_file_never_reaches_the_grader(course: Course, tmp_path, monkeypatch) -> None:
     monkeypatch.chdir(tmp_path)
     result = grade_workspace(course, "mini", FAULTS / "fake_results")
@@ -71,12 +73,14 @@ def test_fake_results_file_never_reaches_the_grader(course: Course, tmp_path, mo
     assert not list((FAULTS / "fake_results").glob("results.json"))
 
 
+@pytest.mark.sandbox
 def test_forbidden_alias_is_found_statically(course: Course) -> None:
     result = grade_workspace(course, "mini", FAULTS / "forbidden_alias")
     assert [(f.task, f.group) for f in result.findings] == [("normalize", "softmax")]
     assert next(t for t in result.score.tasks if t.task_id == "normalize").status == "forbidden"
 
 
+@pytest.mark.sandbox
 def test_diagnosis_names_the_mutant(course: Course) -> None:
     result = grade_workspace(course, "mini", FAULTS / "wrong_axis")
     diagnosed = {(o.diagnosis or {}).get("id") for o in result.outcomes if o.task == "normalize"}
@@ -91,6 +95,7 @@ def test_diagnosis_names_the_mutant(course: Course) -> None:
     ("nan_output", {"double": (40.0, 2, 0, "graded"), "normalize": (0.0, 0, 3, "graded")}),
     ("reference", {"double": (40.0, 2, 0, "graded"), "normalize": (40.0, 3, 0, "graded")}),
 ])
+@pytest.mark.sandbox
 def test_degenerate_outputs_earn_nothing_and_the_reference_keeps_full_marks(course: Course, fault, records,
                                                                               tmp_path) -> None:
     if fault == "reference":

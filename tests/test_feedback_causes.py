@@ -68,6 +68,7 @@ def _task(result, task_id: str):
 # ------------------------------------------------------------------ 1. crashes
 
 
+@pytest.mark.sandbox
 def test_a_kernel_that_crashes_at_one_token_still_earns_the_other_shapes(course, tmp_path):
     result, outcomes = _graded(course, "assignment3", _kernel_workspace(tmp_path, "crash_at_one_token"),
                                "flash_forward")
@@ -94,6 +95,7 @@ def crashes_when_long(x):
 '''
 
 
+@pytest.mark.sandbox
 def test_a_function_that_keeps_crashing_stops_after_the_limit():
     box = Sandbox({"m.py": CRASHY}, ["m.py"], limits=SandboxLimits(call_timeout_s=60, submission_budget_s=600))
     runner = SandboxRunner(box)
@@ -124,6 +126,7 @@ API_REMOVED_IN = (3, 9)
 REMOVED_IN_3_9 = {"triton_block_ptr_removed", "triton_advance_removed", "triton_boundary_check"}
 
 
+@pytest.mark.sandbox
 def test_a_block_pointer_kernel_is_told_what_to_write_instead(course, tmp_path):
     result, outcomes = _graded(course, "assignment3", _kernel_workspace(tmp_path, "block_pointers"),
                                "flash_forward")
@@ -198,6 +201,7 @@ PROBES = textwrap.dedent('''
 ''')
 
 
+@pytest.mark.slow
 def test_the_api_problems_are_what_the_installed_triton_raises(tmp_path):
     """Every entry of API_PROBLEMS is checked against the exception this Triton's interpreter raises."""
     done = subprocess.run([sys.executable, "-c", PROBES], capture_output=True, text=True, timeout=300,
@@ -220,6 +224,7 @@ def test_the_api_problems_are_what_the_installed_triton_raises(tmp_path):
 # ------------------------------------------------------- 3. tile-dependent bugs
 
 
+@pytest.mark.sandbox
 def test_a_tail_key_bug_with_16_wide_tiles_is_diagnosed_at_16(course, tmp_path):
     result, outcomes = _graded(course, "assignment3", _kernel_workspace(tmp_path, "tail_keys_16"),
                                "flash_forward")
@@ -237,6 +242,7 @@ def test_a_tail_key_bug_with_16_wide_tiles_is_diagnosed_at_16(course, tmp_path):
 # -------------------------------------------------- 4. softmax-equivalent results
 
 
+@pytest.mark.sandbox
 def test_the_bloom_alibi_bias_is_explained_as_a_shift_softmax_ignores(course):
     result, outcomes = _graded(course, "assignment2", FIXTURES / "assignment2_alibi_bloom", "alibi")
     slopes = [o for o in outcomes if "slopes" in o.name]
@@ -283,6 +289,7 @@ def test_a_float64_result_computed_in_float32_is_named_as_such():
 # ------------------------------------------------------------ 5. exceptions
 
 
+@pytest.mark.sandbox
 def test_batched_k_T_is_diagnosed_from_the_exception_it_raises(course):
     result, outcomes = _graded(course, "assignment1", FIXTURES / "assignment1_k_T", "attention_scores")
     raised = [o for o in outcomes if o.status == "failed"]
@@ -296,6 +303,7 @@ def test_batched_k_T_is_diagnosed_from_the_exception_it_raises(course):
 
 
 
+@pytest.mark.sandbox
 def test_an_exception_nothing_explains_names_its_inputs_and_the_contract(course, tmp_path):
     """GPT-NeoX's ALiBi asserts a single query whenever n_q != n_k: the student's own assert
     is named as such, with the shapes it refused and the section of the contract."""
@@ -321,6 +329,7 @@ def test_an_exception_nothing_explains_names_its_inputs_and_the_contract(course,
 # --------------------------------------------------------- 6. one cause, once
 
 
+@pytest.mark.sandbox
 def test_the_terminal_names_each_cause_once(course):
     from rich.console import Console
 
@@ -395,6 +404,7 @@ def test_outcomes_stored_before_problems_were_kept_still_load():
     assert failure_groups([outcome])[0].key == ("message", "wrong:m")
 
 
+@pytest.mark.sandbox
 def test_a_bfloat16_kernel_gets_the_interpreter_hint(course, tmp_path):
     result, outcomes = _graded(course, "assignment3", _kernel_workspace(tmp_path, "bf16_products"), "flash_forward")
     assert outcomes and all(o.status == "failed" for o in outcomes)

@@ -33,6 +33,7 @@ def test_list(run):
     assert "mini" in result.output and "normalize" in result.output and "2026-12-01" in result.output
 
 
+@pytest.mark.sandbox
 def test_check_exit_codes(run, mini_course):
     stubs = run("check", "mini")
     assert stubs.exit_code == 1 and "not implemented" in stubs.output
@@ -43,6 +44,7 @@ def test_check_exit_codes(run, mini_course):
     assert not (mini_course / ".grade" / "gradebook.sqlite").exists()  # check never records
 
 
+@pytest.mark.sandbox
 def test_submit_writes_json_html_and_gradebook(run, mini_course, tmp_path):
     json_path = tmp_path / "results.json"
     result = run("submit", "mini", "--workspace", str(mini_course / "reference/mini"),
@@ -63,6 +65,7 @@ def test_submit_writes_json_html_and_gradebook(run, mini_course, tmp_path):
         assert records[0].total == data["score"]
 
 
+@pytest.mark.sandbox
 def test_regrading_the_same_files_replaces(run, mini_course):
     for _ in range(2):
         assert run("submit", "mini", "--workspace", str(FAULTS / "wrong_axis"),
@@ -74,6 +77,7 @@ def test_regrading_the_same_files_replaces(run, mini_course):
     assert diagnosis.fetchall() == [("normalize_wrong_axis",)]
 
 
+@pytest.mark.sandbox
 def test_no_record(run, mini_course):
     assert run("submit", "mini", "--no-record").exit_code == 0
     assert not (mini_course / ".grade/gradebook.sqlite").exists()
@@ -99,6 +103,7 @@ def test_bad_workspace_is_an_error_not_a_crash(mini_course, tmp_path):
     assert result.exit_code == 2 and "not a valid zip" in result.output
 
 
+@pytest.mark.sandbox
 def test_gradebook_round_trip_keeps_files_and_results(mini_course, tmp_path):
     course = Course(mini_course)
     assignment = Assignment.load(course, "mini")

@@ -236,6 +236,7 @@ LATE_WITH_EXTENSION = {
 }
 
 
+@pytest.mark.sandbox
 def test_run_autograder_writes_the_exact_results_of_a_late_submission_with_an_extension(tmp_path: Path):
     """Due 3 Dec on Gradescope (the manifest says 1 Dec), extended by a day for this student, handed
     in 20 h after the extended date: one started day late, 25 % off, from Gradescope's dates."""
@@ -285,6 +286,7 @@ def test_run_autograder_writes_the_exact_results_of_a_late_submission_with_an_ex
     assert not (home / "source" / ".grade").exists()  # nothing recorded: Gradescope keeps the scores
 
 
+@pytest.mark.sandbox
 def test_after_the_students_late_due_date_nothing_is_earned(tmp_path: Path):
     """20 h after the extended due date would cost 25 %; but this student's late window closed 12 h
     after it, so the submission earns nothing."""
@@ -300,6 +302,7 @@ def test_after_the_students_late_due_date_nothing_is_earned(tmp_path: Path):
     assert {t["visibility"] for t in data["tests"]} == {"visible"}  # the manifest's default
 
 
+@pytest.mark.sandbox
 def test_run_autograder_explains_a_host_that_is_too_weak_and_fails(tmp_path: Path):
     home = autograder_home(course_copy(tmp_path), tmp_path)
     (home / "submission" / "mini.py").write_text(CORRECT_A)
@@ -312,6 +315,7 @@ def test_run_autograder_explains_a_host_that_is_too_weak_and_fails(tmp_path: Pat
                                    "course staff.")
 
 
+@pytest.mark.sandbox
 def test_run_autograder_writes_results_when_the_manifest_is_broken(tmp_path: Path):
     home = autograder_home(course_copy(tmp_path), tmp_path)
     (home / "source" / "assignments" / "mini" / "assignment.toml").write_text("id = 'mini'\n")  # no tasks
@@ -321,6 +325,7 @@ def test_run_autograder_writes_results_when_the_manifest_is_broken(tmp_path: Pat
     assert data["score"] == 0 and "needs at least one [[tasks]] table" in data["output"]
 
 
+@pytest.mark.sandbox
 def test_run_autograder_writes_results_when_the_grader_itself_dies(tmp_path: Path):
     home = autograder_home(course_copy(tmp_path), tmp_path)
     venv = tmp_path / "broken-venv"
@@ -407,6 +412,7 @@ def run_setup(tmp_path: Path, **env: str) -> tuple[subprocess.CompletedProcess, 
     return done, log.read_text() if log.exists() else ""
 
 
+@pytest.mark.sandbox
 def test_setup_installs_into_a_venv_and_proves_the_sandbox(tmp_path: Path):
     done, log = run_setup(tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
@@ -416,6 +422,7 @@ def test_setup_installs_into_a_venv_and_proves_the_sandbox(tmp_path: Path):
     assert "official grades: allowed" in done.stdout
 
 
+@pytest.mark.sandbox
 def test_setup_fails_loudly_when_an_official_grade_is_impossible(tmp_path: Path):
     done, _ = run_setup(tmp_path, GRADE_SANDBOX_WITHOUT="seccomp")
     assert done.returncode == 4, done.stdout + done.stderr

@@ -233,6 +233,7 @@ def test_the_default_student_id_is_the_workspace_name_and_must_be_valid(tmp_path
 
 
 # ------------------------------------------------------------------- grade batch
+@pytest.mark.sandbox
 def test_batch_records_every_bad_entry_and_grades_the_good_ones(tmp_path: Path):
     good = [BY_ID["s01"], BY_ID["s20"]]  # a folder and a zip, both correct
     course, submissions = build_class(tmp_path, good)

@@ -59,6 +59,7 @@ def test_a_notebook_submission_holds_answers_toml(tmp_path: Path):
         load_submission(path, ("mini.py",))
 
 
+@pytest.mark.sandbox
 @pytest.mark.slow
 def test_the_released_notebook_filled_in_earns_full_marks(tmp_path: Path):
     course = tmp_path / "course"

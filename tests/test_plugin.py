@@ -87,6 +87,7 @@ def runs(tmp_path_factory) -> dict[str, dict]:
     return results
 
 
+@pytest.mark.slow
 def test_public_tests_run_on_the_stubs_next_to_them(runs):
     run = runs["stubs"]
     assert run["code"] == pytest.ExitCode.TESTS_FAILED, run["output"][-2000:]
@@ -97,6 +98,7 @@ def test_public_tests_run_on_the_stubs_next_to_them(runs):
     assert re.search(r"grade: input seed (\d+) \(the same inputs again: --grade-seed \1\)", run["output"])
 
 
+@pytest.mark.slow
 def test_hidden_tests_run_on_the_reference_next_to_them(runs):
     run = runs["reference"]
     assert run["code"] == pytest.ExitCode.OK, run["output"][-3000:]
@@ -104,6 +106,7 @@ def test_hidden_tests_run_on_the_reference_next_to_them(runs):
     assert {outcome for outcome, _ in run["cases"].values()} == {"passed"}
 
 
+@pytest.mark.slow
 def test_grade_workspace_points_the_hidden_tests_at_another_folder(runs):
     run = runs["mutant"]
     assert run["code"] == pytest.ExitCode.TESTS_FAILED, run["output"][-3000:]
@@ -117,6 +120,7 @@ def test_grade_workspace_points_the_hidden_tests_at_another_folder(runs):
     assert any(".test_scaled_dot_product_attention::" in name for name in passed)
 
 
+@pytest.mark.slow
 def test_a_test_outside_a_course_is_refused(runs):
     ((name, (outcome, text)),) = [(n, v) for n, v in runs["mutant"]["cases"].items()
                                   if n.endswith("::test_outside_a_course")]
@@ -124,6 +128,7 @@ def test_a_test_outside_a_course_is_refused(runs):
     assert "is not inside assignments/<id>/ or reference/<id>/ of a course" in text
 
 
+@pytest.mark.slow
 def test_grade_workspace_from_the_environment(runs):
     run = runs["environment"]
     assert run["code"] == pytest.ExitCode.OK, run["output"][-3000:]

@@ -27,6 +27,9 @@ from grader.pipeline.validate import reference_answers, reference_workspace
 from tests.browser import chromium, render
 from tests.conftest import ROOT, assignment_of
 
+# Every case is graded by `grade submit` in a child process, through the real sandbox.
+pytestmark = pytest.mark.sandbox
+
 # Always the last axis, whatever `dim` says: right on most tests, wrong on those of other axes.
 LAST_AXIS_SOFTMAX = '''
 
@@ -162,6 +165,7 @@ def test_csv_export_adds_up(graded, case):
     assert _total(values[t.id] for t in manifest.tasks) == total
 
 
+@pytest.mark.browser
 @pytest.mark.skipif(chromium() is None, reason="no Chromium installed (apt-get install chromium)")
 @pytest.mark.parametrize("case", CASES)
 def test_html_report_adds_up_in_a_browser(graded, case):

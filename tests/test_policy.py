@@ -86,6 +86,7 @@ def test_submit_refuses_an_official_grade_below_the_requirement(course, monkeypa
     assert not gradebook.exists() and not (tmp_path / "r.json").exists()
 
 
+@pytest.mark.sandbox
 def test_the_override_grades_and_is_recorded(course, monkeypatch, tmp_path):
     weak_host(monkeypatch)
     gradebook = tmp_path / "gb.sqlite"
@@ -115,6 +116,7 @@ def test_batch_refuses_before_grading_anyone(course, monkeypatch, tmp_path):
         assert book.count("submissions") == 0 and book.count("batch_errors") == 0
 
 
+@pytest.mark.sandbox
 def test_a_course_may_accept_a_weaker_level(course, monkeypatch, tmp_path):
     weak_host(monkeypatch)
     (course / "course.toml").write_text('[sandbox]\nrequire = ["process+landlock+seccomp+reaper"]\n')
@@ -125,6 +127,7 @@ def test_a_course_may_accept_a_weaker_level(course, monkeypatch, tmp_path):
     assert "Total: 100 / 100" in result.output
 
 
+@pytest.mark.sandbox
 def test_check_runs_at_any_level_and_says_which(course, monkeypatch):
     weak_host(monkeypatch)
     result = CliRunner().invoke(main, ["--course", str(course), "check", "mini", "--workspace",
@@ -132,6 +135,7 @@ def test_check_runs_at_any_level_and_says_which(course, monkeypatch):
     assert "sandbox: process+landlock+seccomp+reaper" in result.output
 
 
+@pytest.mark.sandbox
 def test_grade_sandbox_reports_each_layer(course, monkeypatch):
     weak_host(monkeypatch)
     weak = CliRunner().invoke(main, ["--course", str(course), "sandbox"])
@@ -147,6 +151,7 @@ def test_grade_sandbox_reports_each_layer(course, monkeypatch):
     assert full.exit_code == 0 and "level: process+uid+landlock+seccomp+reaper" in full.output
 
 
+@pytest.mark.sandbox
 def test_the_reference_scores_full_marks_at_both_levels(monkeypatch, tmp_path):
     """The acceptance check: `grade submit assignment1 --workspace reference/assignment1` = 100 at each level."""
     from grader.pipeline.policy import host_isolation

@@ -202,6 +202,7 @@ def test_an_actor_killed_by_one_job_costs_only_that_student(ray_cluster, tmp_pat
     assert executor.restarts == 3
 
 
+@pytest.mark.slow
 def test_without_ray_the_command_says_how_to_install_it(tmp_path: Path):
     course, submissions = build_class(tmp_path, [BY_ID["s01"]])
     hide_ray = ("import sys; sys.modules['ray'] = None; from grader.cli.main import main; "

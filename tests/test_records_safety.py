@@ -346,6 +346,7 @@ def test_printable_removes_everything_a_terminal_acts_on():
     assert printable_data({"k\x1b[0m": ["\x1b[1mx", ("y\r",), 3, None]}) == {"k": ["x", ("y",), 3, None]}
 
 
+@pytest.mark.sandbox
 def test_submit_never_passes_escapes_to_the_terminal_or_the_records(mini_course: Path, tmp_path: Path):
     json_path = tmp_path / "results.json"
     result = CliRunner().invoke(main, ["--course", str(mini_course), "submit", "mini", "--workspace",
@@ -365,6 +366,7 @@ def test_submit_never_passes_escapes_to_the_terminal_or_the_records(mini_course:
     assert "\x1b[2J" in record.result.student_output
 
 
+@pytest.mark.sandbox
 def test_an_undecodable_message_is_graded_shown_and_recorded(mini_course: Path, tmp_path: Path):
     json_path = tmp_path / "results.json"
     result = CliRunner().invoke(main, ["--course", str(mini_course), "submit", "mini", "--workspace",

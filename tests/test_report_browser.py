@@ -11,7 +11,8 @@ from grader.core.course import Course
 from tests.browser import chromium, render
 from tests.conftest import FAULTS, MINI_COURSE, grade_workspace, write_report, write_results
 
-pytestmark = pytest.mark.skipif(chromium() is None, reason="no Chromium installed (apt-get install chromium)")
+pytestmark = [pytest.mark.browser, pytest.mark.sandbox,
+              pytest.mark.skipif(chromium() is None, reason="no Chromium installed (apt-get install chromium)")]
 
 CHECK_IMAGES = """<script>
 window.addEventListener('load', () => {

@@ -18,7 +18,8 @@ from grader.render.report import failure_groups
 from tests.browser import chromium, render
 from tests.conftest import FIXTURES, ROOT, grade_workspace, write_report
 
-pytestmark = pytest.mark.skipif(chromium() is None, reason="no Chromium installed (apt-get install chromium)")
+pytestmark = [pytest.mark.browser, pytest.mark.sandbox,
+              pytest.mark.skipif(chromium() is None, reason="no Chromium installed (apt-get install chromium)")]
 
 CHECK_IMAGES = """<script>
 window.addEventListener('load', () => {

@@ -52,6 +52,7 @@ def sandbox():
         yield box
 
 
+@pytest.mark.sandbox
 def test_round_trip_of_values(sandbox):
     x = torch.arange(6.0).reshape(2, 3)
     result = sandbox.call("add", (x,), {"b": torch.ones(3)})
@@ -61,6 +62,7 @@ def test_round_trip_of_values(sandbox):
     assert result.value[1] == {"n": 6, "dtype": torch.float32}
 
 
+@pytest.mark.sandbox
 def test_exception_summary_has_only_student_frames(sandbox):
     result = sandbox.call("boom")
     assert result.status == "raised"
@@ -68,20 +70,24 @@ def test_exception_summary_has_only_student_frames(sandbox):
     assert all(frame.startswith("m.py") for frame in result.error["frames"])
 
 
+@pytest.mark.sandbox
 def test_missing_function(sandbox):
     assert sandbox.call("nope").status == "missing"
 
 
+@pytest.mark.sandbox
 def test_captured_output_per_call(sandbox):
     result = sandbox.call("chatty")
     assert "hello from the student" in result.output
 
 
+@pytest.mark.sandbox
 def test_tensor_subclass_comes_back_plain(sandbox):
     result = sandbox.call("subclass", (torch.ones(2),))
     assert result.status == "ok" and type(result.value) is torch.Tensor
 
 
+@pytest.mark.sandbox
 def test_environment_is_scrubbed(sandbox, monkeypatch):
     result = sandbox.call("env")
     assert result.status == "ok"
@@ -91,6 +97,7 @@ def test_environment_is_scrubbed(sandbox, monkeypatch):
                                  "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "OPENBLAS_NUM_THREADS", "PWD", "LC_CTYPE"}
 
 
+@pytest.mark.sandbox
 @pytest.mark.skipif(not isolation.bwrap_works(), reason="bubblewrap cannot create namespaces here")
 def test_bubblewrap_hides_the_course_and_the_network(sandbox):
     assert sandbox.base == "bubblewrap" and sandbox.isolation.level.startswith("bubblewrap")
@@ -103,6 +110,7 @@ def test_bubblewrap_hides_the_course_and_the_network(sandbox):
     assert sandbox.call("network").status == "raised"
 
 
+@pytest.mark.sandbox
 def test_process_fallback_runs_when_bubblewrap_is_off():
     with Sandbox({"m.py": SOURCE}, ["m.py"], isolation_level="process") as box:
         assert box.isolation.level.startswith("process")

@@ -54,6 +54,7 @@ def csv_row(grade, student: str) -> dict:
         student]
 
 
+@pytest.mark.sandbox
 @pytest.mark.slow
 def test_an_override_is_audited_survives_a_regrade_and_shows_everywhere(grade, course: Path):
     wrong_axis = str(FAULTS / "wrong_axis")
@@ -119,6 +120,7 @@ def test_an_override_needs_a_graded_submission_and_both_flags_make_no_sense(grad
         grade("override", "mini", "bob", "--points", "5", "--clear", "--reason", "r", code=2)
 
 
+@pytest.mark.sandbox
 @pytest.mark.slow
 def test_an_extension_is_used_by_submit_and_by_what_reads_recorded_grades(grade, course: Path):
     reference = str(course / "reference" / "mini")
@@ -165,6 +167,7 @@ class RecordingExecutor:
         pass
 
 
+@pytest.mark.sandbox
 @pytest.mark.slow
 def test_batch_jobs_carry_each_students_extension_to_the_late_policy(tmp_path: Path):
     students = [BY_ID["s24"], BY_ID["s20"]]  # s24 is one day late, s20 on time

@@ -64,6 +64,7 @@ def test_the_fingerprint_follows_what_grades_and_nothing_else(tmp_path: Path):
         assert assignment_of(course, ASSIGNMENT).fingerprint != before, path
 
 
+@pytest.mark.sandbox
 @pytest.mark.slow
 def test_a_batch_after_a_task_is_added_regrades_everyone_and_keeps_the_earlier_grades(tmp_path: Path):
     course, submissions = build_class(tmp_path, CLASS)

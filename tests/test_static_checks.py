@@ -434,6 +434,7 @@ def test_host_code_findings_cost_the_launcher_task_and_kernel_findings_every_tas
     assert all("sys" in f.code for f in findings)
 
 
+@pytest.mark.sandbox
 def test_runtime_invisible_softmax_earns_zero_through_the_real_grader():
     """torch._C.DisableTorchFunction() hides the call from the run-time name recorder; the source does
     not, and neither does torch's dispatcher (the operation recorder sees _softmax)."""

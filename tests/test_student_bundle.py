@@ -74,6 +74,7 @@ def test_the_unzipped_bundle_is_complete_and_its_readme_says_how_to_work_alone(b
     assert (bundle / "mini.py").read_text() == STUB
 
 
+@pytest.mark.sandbox
 def test_grade_check_in_the_bundle_grades_the_bundle_and_reports_the_stubs(bundle: Path):
     done = run([GRADE, "check", "mini", "--json", "results.json"], cwd=bundle)
     assert done.returncode == 1, done.stdout + done.stderr  # public tests failed: exit 1, not an error
@@ -93,6 +94,7 @@ def test_grade_check_in_the_bundle_grades_the_bundle_and_reports_the_stubs(bundl
     assert "NotImplementedError" in data["tests"][0]["output"]
 
 
+@pytest.mark.sandbox
 def test_grade_check_without_the_assignment_name_and_from_a_subfolder(bundle: Path):
     (bundle / "mini.py").write_text(CORRECT_A)  # the bundle's own files are what is checked
     done = run([GRADE, "check"], cwd=bundle / "tests")
@@ -101,6 +103,7 @@ def test_grade_check_without_the_assignment_name_and_from_a_subfolder(bundle: Pa
     assert "Total: 80 / 100" in done.stdout  # both code tasks; the quiz has no public test
 
 
+@pytest.mark.slow
 def test_plain_pytest_in_the_bundle_runs_the_public_tests(bundle: Path):
     done = run([sys.executable, "-m", "pytest", "tests", "-p", "no:cacheprovider"], cwd=bundle)
     assert done.returncode == 1, done.stdout + done.stderr
@@ -111,6 +114,7 @@ def test_plain_pytest_in_the_bundle_runs_the_public_tests(bundle: Path):
     assert done.returncode == 0 and re.search(r"\b2 passed\b", done.stdout), done.stdout + done.stderr
 
 
+@pytest.mark.sandbox
 def test_a_solved_real_bundle_is_checked_not_the_installed_course(tmp_path: Path):
     """From an unzipped assignment1 bundle, check grades that bundle: its solved attention.py passes,
     where the installed course's stubs would fail."""
@@ -159,6 +163,7 @@ def test_tests_owner_knows_course_tests_and_bundle_tests(tmp_path: Path):
     assert owner_of_tests(tmp_path / "nowhere" / "test_x.py") is None
 
 
+@pytest.mark.sandbox
 @pytest.mark.skipif(not (ENGINE_ROOT / "assignments" / "assignment1").is_dir(),
                     reason="the installed grader carries no course")
 def test_check_refuses_to_grade_the_installed_copy_of_files_that_are_here(tmp_path: Path):
@@ -177,6 +182,7 @@ def test_check_refuses_to_grade_the_installed_copy_of_files_that_are_here(tmp_pa
                                   f"around {work})")
 
 
+@pytest.mark.sandbox
 def test_check_json_is_the_submit_format(mini_course: Path, tmp_path: Path):
     out = tmp_path / "check.json"
     result = CliRunner().invoke(main, ["--course", str(mini_course), "check", "mini", "--workspace",

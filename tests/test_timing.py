@@ -113,6 +113,7 @@ def _hold(path: str, queue) -> None:
         queue.put(("out", time.monotonic()))
 
 
+@pytest.mark.slow
 def test_one_timing_per_device_at_a_time():
     context = multiprocessing.get_context("spawn")
     queue = context.Queue()

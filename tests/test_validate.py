@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import pytest
+
 from grader.core.course import Course
 from grader.pipeline.validate import PUBLIC_SUFFIX, reference_answers, validate
 from tests.conftest import assignment_of, grade_workspace
 
 
+@pytest.mark.sandbox
 def test_validate_mini_course_and_a_mutant_nobody_catches(mini_course):
     with open(mini_course / "reference/mini/mutants.py", "a") as fh:
         fh.write('''
@@ -59,6 +62,7 @@ def normalize_no_max_shift(x):
 '''
 
 
+@pytest.mark.sandbox
 def test_a_test_without_a_known_task_is_a_collection_error_and_a_public_gap_fails_validate(mini_course):
     with open(mini_course / "reference/mini/tests/test_normalize.py", "a") as fh:
         fh.write(NO_MARKER)
