@@ -122,6 +122,79 @@ def test_forbidden_work_out_of_the_recorders_sight_earns_nothing(tmp_path, level
     room.untouched()
 
 
+# A task that forbids every attention shortcut: the same routes for scaled_dot_product_attention
+# and for matrix products. Each `normalize` is right (a row softmax), reached another way.
+EVERY_SHORTCUT = '["softmax", "sdpa", "matmul", "multihead_attention"]'
+SHORTCUT_ATTACKS = {
+    # softmax as attention weights: one query of 1 against the row as keys, the identity as values
+    "sdpa_weights": ('''
+def normalize(x):
+    n = x.shape[-1]
+    q = torch.ones(*x.shape[:-1], 1, 1, dtype=x.dtype)
+    v = torch.eye(n, dtype=x.dtype).expand(*x.shape[:-1], n, n)
+    return F.scaled_dot_product_attention(q, x.unsqueeze(-1), v, scale=1.0).squeeze(-2)
+''', {"sdpa"}),
+    "sdpa_private_alias": ('''
+def normalize(x):
+    n = x.shape[-1]
+    q = torch.ones(*x.shape[:-1], 1, 1, dtype=x.dtype)
+    v = torch.eye(n, dtype=x.dtype).expand(*x.shape[:-1], n, n)
+    return torch._C._nn.scaled_dot_product_attention(q, x.unsqueeze(-1), v, scale=1.0).squeeze(-2)
+''', {"sdpa", "evasion"}),
+    # the row sums as a matrix product, by routes no name reveals
+    "operator_matmul": ('''
+import operator
+
+def normalize(x):
+    e = (x - x.amax(-1, keepdim=True)).exp()
+    return e / operator.matmul(e, torch.ones(x.shape[-1], 1, dtype=x.dtype))
+''', {"matmul"}),
+    "linear_module": ('''
+def normalize(x):
+    e = (x - x.amax(-1, keepdim=True)).exp()
+    row_sum = torch.nn.Linear(x.shape[-1], 1, bias=False, dtype=x.dtype)
+    torch.nn.init.ones_(row_sum.weight)
+    with torch.no_grad():
+        return e / row_sum(e)
+''', set()),
+    "tensordot": ('''
+def normalize(x):
+    e = (x - x.amax(-1, keepdim=True)).exp()
+    return e / torch.tensordot(e, torch.ones(x.shape[-1], 1, dtype=x.dtype), dims=1)
+''', {"matmul"}),
+    "vmapped_dot": ('''
+def normalize(x):
+    e = (x - x.amax(-1, keepdim=True)).exp()
+    ones = torch.ones(x.shape[-1], dtype=x.dtype)
+    rows = e.reshape(-1, x.shape[-1])  # (rows, n)
+    sums = torch.vmap(lambda row: torch.dot(row, ones))(rows).reshape(*x.shape[:-1], 1)  # (..., 1)
+    return e / sums
+''', {"matmul"}),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SHORTCUT_ATTACKS))
+def test_sdpa_and_matrix_products_by_any_route_earn_nothing(tmp_path, level: str, name: str) -> None:
+    body, groups = SHORTCUT_ATTACKS[name]
+    room = Classroom(tmp_path)
+    manifest = room.root / "assignments" / "mini" / "assignment.toml"
+    text = manifest.read_text()
+    assert text.count('forbidden = ["softmax"]') == 1
+    manifest.write_text(text.replace('forbidden = ["softmax"]', f"forbidden = {EVERY_SHORTCUT}"))
+    room.snapshot()
+    result = room.grade(normalize_attack(body))
+    tasks = {t.task_id: t for t in result.score.tasks}
+    first = next(o for o in result.outcomes if o.task == "normalize")
+    assert (first.status, first.kind) == ("failed", "forbidden"), (first.kind, first.message)
+    shortcut = "sdpa" if name.startswith("sdpa") else "matmul"
+    assert f"called a forbidden API ({shortcut}" in first.message, first.message
+    assert {f.group for f in result.findings if f.task == "normalize"} == groups
+    assert tasks["normalize"].earned == 0 and tasks["normalize"].status == "forbidden"
+    assert tasks["double"].earned == tasks["double"].points and tasks["quiz"].earned == tasks["quiz"].points
+    assert result.isolation_level.startswith(level)
+    room.untouched()
+
+
 # --------------------------------------------------------------------------------- IPC between students
 IPC_KEY = 0x6A0DE  # both students know it, as a class's cheaters would
 SENDER = f'''import ctypes, os, torch
