@@ -303,3 +303,49 @@ def print_history(gradings: list, console=None) -> None:
              "current" if g.current else f"replaced {g.replaced_at}: {g.replaced_because}") for g in gradings]
     _table("Gradings", ("student", "graded", "total", "files", "state"), rows, console, empty="none")
 
+
+def print_replay(replay, console=None) -> None:
+    """`grade replay`'s account (grader.pipeline.replay.Replay): what was replayed and how, each test
+    whose verdict or points differ, the totals, and what could explain a difference."""
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
+    def text(value: object) -> str:
+        return escape(printable(str(value)))
+
+    console = console or Console()
+    record, result = replay.record, replay.result
+    console.print(f"Replayed {text(record.student_id)}'s grading of {text(record.assignment_id)} from "
+                  f"{text(record.graded_at)}: files {text(record.sha256[:12])}, seed {result.seed}, "
+                  f"sandbox {text(result.isolation_level)}.")
+    if replay.tests:
+        table = Table(title="Tests that differ", title_justify="left")
+        for column in ("test", "recorded", "replayed", "points then", "points now"):
+            table.add_column(column, justify="right" if column.startswith("points") else "left", overflow="fold")
+        for change in replay.tests:
+            table.add_row(text(change.name) + (" [dim](timed: measured again)[/dim]" if change.timed else ""),
+                          text(change.recorded or "not run"), text(change.replayed or "not run"),
+                          "–" if change.recorded_points is None else f"{change.recorded_points:g}",
+                          "–" if change.replayed_points is None else f"{change.replayed_points:g}")
+        console.print(table)
+    same_total = replay.recorded_total == replay.replayed_total
+    console.print(f"Total: recorded {replay.recorded_total:g}, replayed {replay.replayed_total:g} / "
+                  f"{result.score.max_points:g}" + ("" if same_total else "  [red](differs)[/red]"))
+    for name, (then, now) in replay.versions.items():
+        console.print(f"[yellow]version differs:[/yellow] {text(name)} {text(then or 'none')} then, "
+                      f"{text(now or 'none')} now")
+    if replay.fingerprint_changed:
+        console.print("[yellow]what grades this assignment changed since this grading[/yellow] (the manifest, "
+                      "hidden tests, reference, catalogue, quiz key or the grader's version: its fingerprint "
+                      "differs, or the record predates fingerprints)")
+    if replay.level_changed:
+        console.print(f"[yellow]sandbox level differs:[/yellow] {text(replay.recorded_level)} then, "
+                      f"{text(result.isolation_level)} now (this host cannot give the recorded one)")
+    if replay.identical:
+        console.print("[green]Identical:[/green] every test's verdict and points, and the total, are as recorded.")
+    else:
+        console.print(f"[red]Different:[/red] {len(replay.tests)} test(s) differ"
+                      + ("" if same_total else ", and the total") + ".")
+    for line in replay.said:
+        console.print(text(line))
