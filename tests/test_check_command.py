@@ -1,9 +1,9 @@
 """`grade check`: the public tests in the sandbox, on the tiny course, through the real CLI.
 
 What it must say: the total of the tasks it checked only (`--task X` totals X alone),
-whether the quiz is fully answered (counted without the key), and what check can and
-cannot tell compared with `grade submit`. Exit 0 iff every selected public test ran
-and passed.
+whether the quiz is fully answered (counted without the key), which points are pending
+and who judges them, and what check can and cannot tell compared with `grade submit`.
+Exit 0 iff every selected public test ran and passed.
 """
 
 from __future__ import annotations
@@ -53,7 +53,9 @@ def test_check_of_everything_counts_every_public_test_and_says_what_it_tells(run
     assert result.exit_code == 0, result.output
     assert "Public tests of mini: 2 of 2 passed." in text
     assert "Quiz: 1 of 2 answered; blank: ratio (check does not mark answers)." in text
-    assert re.search(r"Total: 80 / 100 \(20 points pending", text), text  # the quiz is not marked here
+    assert re.search(r"Total: 80 / 100 \(20 points pending: quiz, judged elsewhere", text), text  # not marked here
+    assert ("… Quiz (20 points): only grade submit marks it, with the instructors' key, when your submission is "
+            "graded; grade check only counts your answers") in text  # which points, who marks them and when
     assert _flat(CHECK_TELLS) in text and _flat(CHECK_CANNOT) in text
     assert "grade submit runs the hidden tests" in text
 

@@ -93,14 +93,18 @@ def test_results_json_orders_tests_by_the_manifest_and_leaves_pending_tests_unju
     ]
     pending_test = data["tests"][3]
     assert not {"score", "max_score", "status"} & set(pending_test)  # Gradescope shows it as neither
-    assert pending_test["output"] == "**Pending** (worth 10 points, not judged here): timed on a CUDA GPU only"
+    assert pending_test["output"] == ("**Pending** (worth 10 points, not judged here): timed on a CUDA GPU only "
+                                      "Timed on a GPU by the course staff's grade submit when they grade your "
+                                      "submission (there is no GPU here).")
     assert pending_test["extra_data"] == {"pending": True, "max_score": 10.0}
     # the student's text renders as text: no link, no image, no HTML
     assert data["tests"][1]["output"] == ("forward: rows past the end hold \\[garbage\\](http://x) "
                                           "\\<img src=x\\>\n\nreread §24")
     assert data["score"] == 30.0 and data["output_format"] == data["test_output_format"] == "md"
     assert all(t["output_format"] == "md" for t in data["tests"])
-    assert data["output"] == ("Timed: 30 / 40 points.\n\n10 points pending (not judged here).\n\n"
+    assert data["output"] == ("Timed: 30 / 40 points.\n\n10 points pending (not judged here):\n\n"
+                              "speed (10 points): timed on a GPU by the course staff's grade submit when they grade "
+                              "your submission (there is no GPU here).\n\n"
                               "Input seed 7; sandbox: process+uid+landlock+seccomp+reaper.")
     assert data["extra_data"] == {
         "assignment": "timed", "mode": "submit", "seed": 7, "sandbox_level": "process+uid+landlock+seccomp+reaper",

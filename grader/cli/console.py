@@ -10,6 +10,14 @@ from collections.abc import Iterable
 from grader.core.records import PENDING, GradeResult
 from grader.core.text import printable
 from grader.pipeline.batch import BatchSummary
+from grader.render.presentation import (
+    NOT_ATTEMPTED,
+    by_task_order,
+    not_attempted_ids,
+    task_order,
+    unjudged,
+    unjudged_points,
+)
 
 
 def print_terminal(result: GradeResult, console=None, show_passed: bool = False) -> None:
@@ -28,27 +36,34 @@ def print_terminal(result: GradeResult, console=None, show_passed: bool = False)
 
     console = console or Console()
     score = result.score
+    skipped = not_attempted_ids(result)
     table = Table(title=f"{escape(result.assignment_title)} — {escape(result.student)}", title_justify="left")
     for column in ("task", "score", "tests", "status"):
         table.add_column(column, justify="right" if column in ("score", "tests") else "left")
-    for task in score.tasks:
-        colour = {"graded": "green" if task.earned >= task.points else
-                  ("yellow" if task.earned > 0 else "red"),
-                  "pending": "cyan", "forbidden": "red", "no_tests": "magenta"}[task.status]
-        status = task.status if task.status != "graded" else (
-            "ok" if task.earned >= task.points else "partial" if task.earned else "failed")
+    for task in task_order(score.tasks):  # the required tasks, then the bonus tasks
+        if task.task_id in skipped:  # an optional task left out: neutral, no colour
+            colour, status = "dim", NOT_ATTEMPTED
+        else:
+            colour = {"graded": "green" if task.earned >= task.points else
+                      ("yellow" if task.earned > 0 else "red"),
+                      "pending": "cyan", "forbidden": "red", "no_tests": "magenta"}[task.status]
+            status = task.status if task.status != "graded" else (
+                "ok" if task.earned >= task.points else "partial" if task.earned else "failed")
         label = task.title + (" (bonus)" if task.bonus else "")
         table.add_row(escape(label), f"{task.earned:g}/{task.points:g}",
                       f"{task.passed}/{task.passed + task.failed}"
                       + (f" +{task.pending} pending" if task.pending else ""),
                       f"[{colour}]{escape(status)}[/{colour}]")
     console.print(table)
-    for task in score.tasks:
+    for task in task_order(score.tasks):
         if task.status == "forbidden":
             console.print(f"[red]✗ {escape(task.title)}[/red]: {escape(task.reason)}")
     from grader.render.report import failure_groups
 
-    for group in failure_groups(result.outcomes):
+    groups = by_task_order(failure_groups(result.outcomes), lambda g: g.task, score.tasks)
+    for group in groups:
+        if group.task in skipped:
+            continue
         count = len(group.outcomes)
         head = f"[red]✗[/red] [bold]{escape(str(group.task))}[/bold] · "
         if group.diagnosis:
@@ -69,16 +84,25 @@ def print_terminal(result: GradeResult, console=None, show_passed: bool = False)
             console.print(f"    {escape(line)}")
         names = [o.name for o in group.outcomes]
         console.print(f"    [dim]{'test' if count == 1 else 'tests'}: {escape(', '.join(names))}[/dim]")
+    left_out = [t for t in task_order(score.tasks) if t.task_id in skipped]
+    if left_out:
+        console.print("[dim]Bonus " + ("task" if len(left_out) == 1 else "tasks") + f" {NOT_ATTEMPTED} (optional): "
+                      + escape(", ".join(f"{t.title} ({t.points:g} points)" for t in left_out)) + "[/dim]")
     if show_passed:
         for outcome in result.outcomes:
             if outcome.status == PENDING:
                 console.print(f"[cyan]…[/cyan] {escape(outcome.name)}: {escape(outcome.message)}")
+    waiting = unjudged(result)
     line = f"[bold]Total: {score.total:g} / {score.max_points:g}[/bold]"
     if score.late_penalty:
         line += f"  (late {score.late_days} day(s): -{score.late_penalty:g})"
-    if score.pending_points:
-        line += f"  ({score.pending_points:g} points pending: not judged on this machine)"
+    owed = unjudged_points(waiting)
+    if owed:
+        kinds = list(dict.fromkeys(item.what for item in waiting if not item.bonus))
+        line += f"  ({owed:g} points pending: {' and '.join(kinds)}, judged elsewhere; see below)"
     console.print(line)
+    for item in waiting:
+        console.print(f"[cyan]…[/cyan] {escape(item.line())}")
     console.print(f"[dim]seed {result.seed} · sandbox: {escape(result.isolation_level)} · "
                   f"{result.duration_s:.1f} s[/dim]")
 
@@ -278,3 +302,50 @@ def print_history(gradings: list, console=None) -> None:
     rows = [(g.student_id, g.graded_at, f"{g.total:g} / {g.max_points:g}", g.sha256[:12],
              "current" if g.current else f"replaced {g.replaced_at}: {g.replaced_because}") for g in gradings]
     _table("Gradings", ("student", "graded", "total", "files", "state"), rows, console, empty="none")
+
+
+def print_replay(replay, console=None) -> None:
+    """`grade replay`'s account (grader.pipeline.replay.Replay): what was replayed and how, each test
+    whose verdict or points differ, the totals, and what could explain a difference."""
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
+    def text(value: object) -> str:
+        return escape(printable(str(value)))
+
+    console = console or Console()
+    record, result = replay.record, replay.result
+    console.print(f"Replayed {text(record.student_id)}'s grading of {text(record.assignment_id)} from "
+                  f"{text(record.graded_at)}: files {text(record.sha256[:12])}, seed {result.seed}, "
+                  f"sandbox {text(result.isolation_level)}.")
+    if replay.tests:
+        table = Table(title="Tests that differ", title_justify="left")
+        for column in ("test", "recorded", "replayed", "points then", "points now"):
+            table.add_column(column, justify="right" if column.startswith("points") else "left", overflow="fold")
+        for change in replay.tests:
+            table.add_row(text(change.name) + (" [dim](timed: measured again)[/dim]" if change.timed else ""),
+                          text(change.recorded or "not run"), text(change.replayed or "not run"),
+                          "–" if change.recorded_points is None else f"{change.recorded_points:g}",
+                          "–" if change.replayed_points is None else f"{change.replayed_points:g}")
+        console.print(table)
+    same_total = replay.recorded_total == replay.replayed_total
+    console.print(f"Total: recorded {replay.recorded_total:g}, replayed {replay.replayed_total:g} / "
+                  f"{result.score.max_points:g}" + ("" if same_total else "  [red](differs)[/red]"))
+    for name, (then, now) in replay.versions.items():
+        console.print(f"[yellow]version differs:[/yellow] {text(name)} {text(then or 'none')} then, "
+                      f"{text(now or 'none')} now")
+    if replay.fingerprint_changed:
+        console.print("[yellow]what grades this assignment changed since this grading[/yellow] (the manifest, "
+                      "hidden tests, reference, catalogue, quiz key or the grader's version: its fingerprint "
+                      "differs, or the record predates fingerprints)")
+    if replay.level_changed:
+        console.print(f"[yellow]sandbox level differs:[/yellow] {text(replay.recorded_level)} then, "
+                      f"{text(result.isolation_level)} now (this host cannot give the recorded one)")
+    if replay.identical:
+        console.print("[green]Identical:[/green] every test's verdict and points, and the total, are as recorded.")
+    else:
+        console.print(f"[red]Different:[/red] {len(replay.tests)} test(s) differ"
+                      + ("" if same_total else ", and the total") + ".")
+    for line in replay.said:
+        console.print(text(line))

@@ -1,6 +1,9 @@
 """The `grade` command (contract: docs/CLI.md). Thin: parse, call the library,
 map GraderError to a one-line message and its exit code."""
 
+# One module because it is one Click group, the `grade` command: each command only parses, calls the
+# library and prints, and the table of commands reads best in one place (docs/CLI.md follows it).
+
 from __future__ import annotations
 
 import functools
@@ -428,6 +431,44 @@ def history(course: Course, assignment: str, student: str | None, gradebook_path
     course.assignment_dir(assignment)
     with _existing_gradebook(course, gradebook_path) as book:
         print_history(book.history(assignment, student))
+
+
+@main.command()
+@click.argument("assignment")
+@click.argument("student")
+@click.option("--files", "files", default=None,
+              help="Replay the grading of these files (a sha256 prefix, as grade history shows it; "
+                   "default: the student's latest submission).")
+@click.option("--record", is_flag=True,
+              help="Record the replay as a new grading of the same files (the earlier one kept in the history) "
+                   "and write the student's report again. Without it nothing is written.")
+@weak_sandbox_option
+@gradebook_option
+@pass_course
+@library_errors
+def replay(course: Course, assignment: str, student: str, files: str | None, record: bool,
+           allow_weak_sandbox: bool, gradebook_path: str | None) -> None:
+    """Grade a recorded submission again exactly as it was graded (its stored files, seed, dates, device and
+    sandbox level) and show what differs: each test's verdict and points, and the total.
+
+    Exit 0 when the replay is identical, 1 when anything differs (said with what could explain it:
+    versions, a changed hidden test or reference, the sandbox level, timing measured again)."""
+    from grader.cli.console import ActivityProgress, print_replay
+    from grader.pipeline.record import GradebookRow, HtmlReport
+    from grader.pipeline.replay import replay as replay_grading
+
+    interpret_kernels_without_gpu()
+    assigned = load_assignment(course, assignment)
+    report = course.report_path(student, assignment)
+    with _existing_gradebook(course, gradebook_path) as book:
+        sinks = ([HtmlReport(report, course.templates_dir), GradebookRow(book, "replayed (grade replay)")]
+                 if record else [])
+        with ActivityProgress(f"replaying {assignment} for {student}") as activity:
+            replayed = replay_grading(assigned, book, student, files=files, sinks=sinks, protected=(str(report),),
+                                      allow_weak_sandbox=allow_weak_sandbox, progress=activity)
+    print_replay(replayed)
+    if not replayed.identical:
+        sys.exit(1)
 
 
 @main.command()

@@ -3,6 +3,13 @@
 All numbers are computed here (or earlier); the Jinja2 templates only lay
 them out. Heatmaps are small PNGs made with matplotlib and inlined as data
 URIs, so a report works offline and can be mailed or printed.
+
+Everyone can read the page: the heatmaps use colour-blind-safe palettes and
+come with their largest differences as numbers (a table, and the image's
+text alternative says where the largest is); the total is a labelled live
+region; tasks are in `presentation.task_order`, a bonus task not attempted
+shown as such (neutral), and the points not judged here say who judges them.
+The accessibility audit (axe-core in headless Chromium) runs in the test suite.
 """
 
 from __future__ import annotations
@@ -17,6 +24,14 @@ from grader.core.scoring import test_scores
 from grader.core.text import printable_data
 from grader.render.figures import percent, png_data_uri, pyplot
 from grader.render.kind_words import kind_label
+from grader.render.presentation import NOT_ATTEMPTED, not_attempted_ids, task_order, unjudged, unjudged_points
+
+# Colour maps that stay readable with every common colour-vision deficiency: viridis (sequential,
+# perceptually uniform, monotone in lightness) for the two matrices, and ColorBrewer's PuOr
+# (diverging purple–orange, colour-blind safe; no red against green) for their difference.
+VALUES_CMAP = "viridis"
+DIFFERENCE_CMAP = "PuOr"
+LARGEST_DIFFERENCES = 5  # the text alternative of a heatmap: this many of its largest differences
 
 
 def environment(templates_dir: Path) -> jinja2.Environment:
@@ -40,10 +55,10 @@ def heatmap_png(student: list[list[float]], reference: list[list[float]],
     fig, axes = plt.subplots(1, 3, figsize=(7.2, 2.6), dpi=90)
     vmax = max(float(np.abs(r).max()), float(np.abs(s).max()), 1e-9)
     for ax, data, title, cmap, vrange in (
-        (axes[0], s, "yours", "viridis", (min(0.0, s.min()), vmax)),
-        (axes[1], r, "expected", "viridis", (min(0.0, r.min()), vmax)),
-        (axes[2], s - r, "difference", "coolwarm", (-max(np.abs(s - r).max(), 1e-9),
-                                                    max(np.abs(s - r).max(), 1e-9))),
+        (axes[0], s, "yours", VALUES_CMAP, (min(0.0, s.min()), vmax)),
+        (axes[1], r, "expected", VALUES_CMAP, (min(0.0, r.min()), vmax)),
+        (axes[2], s - r, "difference", DIFFERENCE_CMAP, (-max(np.abs(s - r).max(), 1e-9),
+                                                         max(np.abs(s - r).max(), 1e-9))),
     ):
         image = ax.imshow(data, cmap=cmap, vmin=vrange[0], vmax=vrange[1], extent=extent)
         ax.set_title(title, fontsize=9)
@@ -53,6 +68,48 @@ def heatmap_png(student: list[list[float]], reference: list[list[float]],
         fig.colorbar(image, ax=ax, fraction=0.046, pad=0.04).ax.tick_params(labelsize=6)
     fig.tight_layout()
     return png_data_uri(fig)
+
+
+def _number(value: float) -> str:
+    """A matrix entry for a person to read: 4 significant digits, NaN and infinities by name."""
+    if value != value:
+        return "NaN"
+    if value in (float("inf"), float("-inf")):
+        return "+∞" if value > 0 else "−∞"
+    return f"{value:.4g}".replace("-", "−")
+
+
+def largest_differences(heatmap: dict, count: int = LARGEST_DIFFERENCES) -> list[dict]:
+    """The `count` entries of a recorded heatmap where yours and the expected matrix differ most
+    (a NaN or an infinity first), largest first, each with its query and key index in the full
+    matrix (the window's `rows`/`cols` offsets added): the heatmap's numbers, for a reader who
+    cannot see its colours."""
+    top, left = (heatmap.get("rows") or (0,))[0], (heatmap.get("cols") or (0,))[0]
+    found = []
+    for i, (row_s, row_r) in enumerate(zip(heatmap.get("student", []), heatmap.get("reference", []), strict=False)):
+        for j, (mine, expected) in enumerate(zip(row_s, row_r, strict=False)):
+            gap = mine - expected
+            size = abs(gap) if gap == gap and abs(gap) != float("inf") else float("inf")
+            if size > 0:
+                found.append((size, i, j, mine, expected, gap))
+    found.sort(key=lambda item: (-item[0], item[1], item[2]))
+    return [{"query": top + i, "key": left + j, "yours": _number(mine), "expected": _number(expected),
+             "difference": ("+" if gap > 0 else "") + _number(gap)}
+            for _, i, j, mine, expected, gap in found[:count]]
+
+
+def _heatmap_alt(heatmap: dict, largest: list[dict]) -> str:
+    """The heatmap image's text alternative: what it shows and where it differs most."""
+    where = ""
+    if heatmap.get("rows") and heatmap.get("cols"):
+        (r0, r1), (c0, c1) = heatmap["rows"], heatmap["cols"]
+        where = f" for queries {r0}–{r1 - 1} and keys {c0}–{c1 - 1}"
+    text = f"Three heatmaps{where}: your matrix, the expected one, and their difference."
+    if largest:
+        first = largest[0]
+        text += (f" The largest difference is {first['difference']} at query {first['query']}, key {first['key']} "
+                 f"(yours {first['yours']}, expected {first['expected']}); the table below lists the largest.")
+    return text
 
 
 def _heatmap_difference(heatmap: dict) -> float:
@@ -179,6 +236,7 @@ def _group_view(group: CauseGroup) -> dict:
     heatmap = shown.heatmap if shown else None
     diagnosis = group.diagnosis
     detail = group.detail()
+    largest = largest_differences(heatmap) if heatmap else []
     return {
         "key": ":".join(group.key), "title": group.title, "count": len(group.outcomes),
         "kind": kind_label(group.first.kind),
@@ -189,21 +247,28 @@ def _group_view(group: CauseGroup) -> dict:
         "heatmap": heatmap_png(heatmap["student"], heatmap["reference"], heatmap.get("rows"), heatmap.get("cols"))
         if heatmap else None,
         "heatmap_caption": _heatmap_caption(shown) if shown else "",
+        "heatmap_alt": _heatmap_alt(heatmap, largest) if heatmap else "",
+        "largest_differences": largest,
     }
 
 
 def view_model(result: GradeResult) -> dict:
     """Everything the template shows, precomputed; every string made printable (grader/text.py).
 
-    Failures are shown per task and cause (`failure_groups`): one block per cause, listing the
-    tests it explains; pending and timed tests keep a block each."""
+    Tasks come in `presentation.task_order` (the required ones, then the bonus ones). Failures
+    are shown per task and cause (`failure_groups`): one block per cause, listing the tests it
+    explains; pending and timed tests keep a block each. A bonus task not attempted gets a
+    neutral line instead of its failures."""
     score = result.score
     points = {id(o): t for o, t in zip(result.outcomes, score.tests or test_scores(score.tasks, result.outcomes),
                                           strict=True)}
     groups = failure_groups(result.outcomes)
+    skipped = not_attempted_ids(result)
+    waiting = {item.task_id: item for item in unjudged(result)}
     tasks = []
-    for task in score.tasks:
+    for task in task_order(score.tasks):
         outcomes = [o for o in result.outcomes if o.task == task.task_id]
+        left_out = task.task_id in skipped
         tests = []
         for o in outcomes:
             timing = o.detail.get("timing")
@@ -220,7 +285,11 @@ def view_model(result: GradeResult) -> dict:
                              else (timing.get("environment") or {}).get("gpu")) if timing else None,
             })
         share = percent(task.earned, task.points)
-        if task.status != "graded":
+        if left_out:
+            badge, badge_text = "neutral", NOT_ATTEMPTED
+        elif task.status == "no_tests" and task.task_id in waiting:
+            badge, badge_text = "pending", "no public test"
+        elif task.status != "graded":
             badge, badge_text = task.status, task.status
         else:
             badge = "passed" if share >= 100 else "failed"
@@ -237,14 +306,18 @@ def view_model(result: GradeResult) -> dict:
             "percent": share, "status": task.status,
             "reason": task.reason, "bonus": task.bonus, "sections": ", ".join(task.sections),
             "passed": task.passed, "failed": task.failed, "pending": task.pending,
-            "bar": "zero" if task.earned == 0 else ("partial" if share < 100 else ""),
+            "bar": "neutral" if left_out else "zero" if task.earned == 0 else ("partial" if share < 100 else ""),
             "badge": badge, "badge_text": badge_text, "tests_line": tests_line,
             "all_passed": bool(task.passed and task.failed == 0 and task.status == "graded"),
-            "causes": [_group_view(g) for g in groups if g.task == task.task_id and
-                       not any(o.detail.get("timing") for o in g.outcomes)],
+            "not_attempted": left_out,
+            "not_attempted_tests": [o.name for o in outcomes if o.status == FAILED] if left_out else [],
+            "who": waiting[task.task_id].who if task.task_id in waiting else "",
+            "causes": [] if left_out else [_group_view(g) for g in groups if g.task == task.task_id and
+                                           not any(o.detail.get("timing") for o in g.outcomes)],
             "tests": tests,
         })
-    not_graded = [f"{t['title']}: {t['reason']}" for t in tasks if t["status"] == "pending"]
+    pending = unjudged(result)
+    left_out_tests = sum(o.status == FAILED for o in result.outcomes if o.task in skipped)
     return printable_data({
         "title": result.assignment_title, "assignment": result.assignment_id,
         "student": result.student, "mode": result.mode,
@@ -252,14 +325,17 @@ def view_model(result: GradeResult) -> dict:
         "raw": round(score.raw, 2),
         "percent": percent(score.total, score.max_points),
         "late_days": score.late_days, "late_penalty": round(score.late_penalty, 2),
-        "pending_points": score.pending_points, "bonus_earned": score.bonus_earned,
-        "tasks": tasks, "not_graded": not_graded,
+        "pending_points": unjudged_points(pending), "bonus_earned": score.bonus_earned,
+        "tasks": tasks, "not_graded": [item.line() for item in pending],
         "findings": [f.to_dict() for f in result.findings],
         "notes": list(result.notes), "seed": result.seed, "isolation": result.isolation,
         "graded_at": result.graded_at, "submitted_at": result.submitted_at,
         "sha": result.submission_sha256[:12], "versions": result.versions,
         "duration": result.duration_s, "student_output": result.student_output,
-        "counts": {s: sum(o.status == s for o in result.outcomes) for s in (PASSED, FAILED, PENDING)},
+        "counts": {PASSED: sum(o.status == PASSED for o in result.outcomes),
+                   FAILED: sum(o.status == FAILED for o in result.outcomes) - left_out_tests,
+                   PENDING: sum(o.status == PENDING for o in result.outcomes),
+                   "not_attempted": left_out_tests},
     })
 
 

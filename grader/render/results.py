@@ -2,15 +2,18 @@
 
 Gradescope's specification (gradescope-autograders.readthedocs.io, "Autograder
 Specifications") is followed field by field:
-- `tests` in manifest order (the order of `score.tasks`), each test keeping its
-  place inside its task, numbered "task.test";
+- `tests` in task order (grader.render.presentation: the required tasks in the
+  manifest's order, then the bonus tasks), each test keeping its place inside its
+  task, numbered "task.test";
+- a bonus task not attempted says so first in each of its tests' output, as an
+  optional task left out, not as a failure to explain;
 - per-test `score`/`max_score` exactly as scoring allocated them
   (`Score.tests`); nothing here computes a point;
 - per-test `visibility` from the manifest's `[gradescope]` table: hidden tests
   and public ones each get their own (`visible` unless the course says otherwise);
 - a test not judged here (timing without a GPU) carries no score, no max_score and
   no status, so Gradescope shows it as neither passed nor failed, and its output
-  says it is pending and what it is worth;
+  says it is pending, what it is worth, and who judges it, where and when;
 - `output_format`/`test_output_format` "md": every text is Markdown with each
   character Markdown could act on escaped, so a student's exception message
   renders as the text it is (no link, image or HTML);
@@ -28,6 +31,7 @@ from grader.core.manifest import Manifest
 from grader.core.records import PENDING, GradeResult, Score, TestOutcome, TestScore
 from grader.core.scoring import test_scores
 from grader.core.text import printable_data
+from grader.render.presentation import NOT_ATTEMPTED, Unjudged, not_attempted_ids, task_order, unjudged, unjudged_points
 
 OUTPUT_FORMAT = "md"  # Gradescope renders the top-level and test outputs as (basic) Markdown
 DEFAULT_VISIBILITY = {"hidden": "visible", "visible": "visible"}  # outcome visibility → Gradescope's
@@ -57,13 +61,17 @@ def _points(value: float) -> str:
     return f"{value:g}"
 
 
-def _output(outcome: TestOutcome, allocated: TestScore, task_status: str, task_reason: str) -> str:
+def _output(outcome: TestOutcome, allocated: TestScore, task_status: str, task_reason: str,
+            skipped: bool = False, waiting: Unjudged | None = None) -> str:
     parts = []
+    if skipped:
+        parts.append(f"**Bonus task {NOT_ATTEMPTED}** (optional; nothing of it is written yet).")
     if task_status == "forbidden":
         parts.append(f"**Task earns 0:** {markdown_text(task_reason + '.')}")
     if outcome.status == PENDING:
+        who = f" {markdown_text(waiting.who[0].upper() + waiting.who[1:] + '.')}" if waiting else ""
         parts.append(f"**Pending** (worth {_points(allocated.max_score)} points, not judged here): "
-                     f"{markdown_text(outcome.message)}")
+                     f"{markdown_text(outcome.message)}{who}")
     elif outcome.message:
         parts.append(markdown_text(outcome.message))
     if outcome.detail.get("detail"):
@@ -110,8 +118,10 @@ def _summary(result: GradeResult) -> str:
     if score.due_at:
         extended = f" (extended by {score.extension_s / 3600:g} h for you)" if score.extension_s else ""
         lines.append(f"Due {score.due_at}{extended}.")
-    if score.pending_points:
-        lines.append(f"{score.pending_points:g} points pending (not judged here).")
+    waiting = unjudged(result)
+    if unjudged_points(waiting):
+        lines.append(f"{unjudged_points(waiting):g} points pending (not judged here):")
+        lines += [f"{item.line()}." for item in waiting]
     lines.append(f"Input seed {result.seed}; sandbox: {result.isolation_level}"
                  + (" (below the course's required level: graded with --allow-weak-sandbox)."
                     if result.sandbox_override else "."))
@@ -124,8 +134,10 @@ def gradescope_results(result: GradeResult, manifest: Manifest | None = None) ->
     `manifest` gives the visibility of hidden and public tests (default: both visible)."""
     points = result.score.tests or test_scores(result.score.tasks, result.outcomes)  # records from before tests
     visibility = _visibility(manifest)
-    tasks = {t.task_id: t for t in result.score.tasks}
+    tasks = {t.task_id: t for t in task_order(result.score.tasks)}  # the required tasks, then the bonus ones
     order = {task_id: index for index, task_id in enumerate(tasks)}
+    skipped = not_attempted_ids(result)
+    waiting = {item.task_id: item for item in unjudged(result)}
     pairs = list(zip(result.outcomes, points, strict=True))
     pairs.sort(key=lambda pair: order.get(pair[0].task, len(order)))  # stable: each task keeps its order
     tests = []
@@ -137,7 +149,8 @@ def gradescope_results(result: GradeResult, manifest: Manifest | None = None) ->
         entry = {
             "name": f"{outcome.task} · {outcome.name}" if outcome.task else outcome.name,
             "number": f"{task_number}.{counters[task_number]}",
-            "output": _output(outcome, allocated, task.status if task else "", task.reason if task else ""),
+            "output": _output(outcome, allocated, task.status if task else "", task.reason if task else "",
+                              outcome.task in skipped, waiting.get(outcome.task)),
             "output_format": OUTPUT_FORMAT,
             "visibility": visibility.get(outcome.visibility, visibility["hidden"]),
             "tags": [t for t in (outcome.task, outcome.kind) if t],
