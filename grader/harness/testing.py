@@ -27,7 +27,7 @@ from grader.harness import degenerate
 from grader.harness.catalogue import Diagnosis, Mutant
 from grader.harness.diagnose import diagnose, normalised_message
 from grader.harness.differences import Difference, measure_difference, outputs_match
-from grader.harness.triton_api import BF16_HINT, BF16_IN_KERNEL, TRITON_HANDOUT, explain_exception
+from grader.harness.triton_api import BF16_HINT, BF16_IN_KERNEL, KERNEL_CRASH_HINT, explain_exception
 from grader.sandbox.client import CallResult
 from grader.sandbox.facts import CallFacts
 
@@ -40,6 +40,33 @@ def _argument_words(value: object) -> str:
     if isinstance(value, (bool, int, float, str)) or value is None:
         return repr(value)
     return type(value).__name__
+
+
+def call_inputs(args: tuple, kwargs: dict) -> list[dict]:
+    """A call's inputs as data, for the record of a call that ended the process: per argument its
+    position or keyword, and its shape and dtype (a tensor) or its value (anything else)."""
+    named = [(str(i + 1), v) for i, v in enumerate(args)] + [(str(k), v) for k, v in kwargs.items()]
+    inputs = []
+    for argument, value in named:
+        if isinstance(value, torch.Tensor):
+            inputs.append({"argument": argument, "shape": list(value.shape),
+                           "dtype": str(value.dtype).removeprefix("torch."),
+                           "contiguous": bool(value.is_contiguous())})
+        else:
+            inputs.append({"argument": argument, "value": _argument_words(value)})
+    return inputs
+
+
+def inputs_words(inputs: list[dict]) -> str:
+    """`call_inputs` in words: "(1, 2, 17, 32) float32, (1, 2, 17, 32) float32, causal=False"."""
+    words = []
+    for item in inputs:
+        if "shape" in item:
+            text = f"{tuple(item['shape'])} {item['dtype']}" + ("" if item.get("contiguous", True) else " (strided)")
+        else:
+            text = str(item["value"])
+        words.append(text if item["argument"].isdigit() else f"{item['argument']}={text}")
+    return ", ".join(words) if words else "no arguments"
 
 
 def raised_advice(name: str, kind: str, args: tuple, kwargs: dict, section: str) -> str:
@@ -291,19 +318,20 @@ class Check:
             self._problem("timeout", "did not finish in time", result.detail)
             raise StudentProblem("timeout", f"{name} did not finish: it {result.detail}. Look for "
                                             f"an endless loop or work that grows too fast.")
-        if result.status in ("crashed", "crash_limit"):
-            crash = error.get("crash", result.detail) if result.status == "crash_limit" else result.detail
+        if result.status in ("crashed", "crashed_before"):
+            crash = error.get("crash", result.detail) if result.status == "crashed_before" else result.detail
+            inputs = call_inputs(args, kwargs or {})
+            shown = inputs_words(inputs)
+            self.record["measured"] = f"ended the process ({crash}) on {shown}"
             self._problem(f"crashed:{normalised_message(crash, digits=False)}", f"ended the process: it {crash}",
-                          result.detail)
-            advice = ""
-            if self._runs_a_kernel(name):
-                advice = (" Under Triton's interpreter a kernel that ends the process has most often stored (or "
-                          "loaded) outside a tensor: give every tl.store and tl.load whose rows or keys can run "
-                          f"past N a mask ({TRITON_HANDOUT}; lecture §24).")
-            if result.status == "crash_limit":
-                raise StudentProblem("crashed", f"{name} was not run: it {result.detail}.{advice}")
-            raise StudentProblem("crashed", f"calling {name} ended the process: it {result.detail}. Your code was "
-                                            f"started again for the next test.{advice}")
+                          self.record["measured"], inputs=inputs, repeated=result.status == "crashed_before")
+            found = KERNEL_CRASH_HINT if self._runs_a_kernel(name) else None
+            if result.status == "crashed_before":
+                message = f"{name} was not run: it {result.detail}. Those inputs: {shown}."
+            else:
+                message = (f"calling {name} ended the process: it {result.detail}, on {shown}. Your code was "
+                           f"started again for the next test.")
+            raise StudentProblem("crashed", self._diagnosed(found, message))
         if result.status == "unsupported":
             self._problem("unsupported", "returned something that is not a tensor", result.detail)
             raise StudentProblem("unsupported", f"{name} returned something that is not a tensor "

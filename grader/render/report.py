@@ -174,6 +174,31 @@ def _heatmap_caption(outcome: TestOutcome) -> str:
     return f"{place}the slice with the largest difference, from {outcome.name}"
 
 
+def _inputs_text(inputs: list[dict]) -> str:
+    """A call's recorded inputs (TestOutcome.problem["inputs"]) in words."""
+    words = []
+    for item in inputs:
+        if "shape" in item:
+            text = f"{tuple(item['shape'])} {item.get('dtype', '')}".strip()
+        else:
+            text = str(item.get("value", ""))
+        argument = str(item.get("argument", ""))
+        words.append(text if argument.isdigit() else f"{argument}={text}")
+    return ", ".join(words)
+
+
+def crashed_inputs(group: CauseGroup) -> list[str]:
+    """The inputs the group's tests ended the process on (recorded as data), each once, in test order."""
+    seen: list[str] = []
+    for outcome in group.outcomes:
+        inputs = (outcome.problem or {}).get("inputs")
+        if outcome.kind == "crashed" and inputs:
+            text = _inputs_text(inputs)
+            if text not in seen:
+                seen.append(text)
+    return seen
+
+
 def _group_view(group: CauseGroup) -> dict:
     shown = group.heatmap_outcome()
     heatmap = shown.heatmap if shown else None
@@ -189,6 +214,7 @@ def _group_view(group: CauseGroup) -> dict:
         "heatmap": heatmap_png(heatmap["student"], heatmap["reference"], heatmap.get("rows"), heatmap.get("cols"))
         if heatmap else None,
         "heatmap_caption": _heatmap_caption(shown) if shown else "",
+        "crashed_on": crashed_inputs(group),
     }
 
 
