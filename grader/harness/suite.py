@@ -119,7 +119,7 @@ class _Collector:
                     diagnosis=record.get("diagnosis"), measured=record.get("measured", ""),
                     heatmap=record.get("heatmap"), output=record.get("output", ""),
                     problem=record.get("problem"),
-                    detail={k: v for k, v in record.items() if k in ("timing", "detail")})
+                    detail={k: v for k, v in record.items() if k in ("timing", "detail", "behaviour")})
         if report.when == "call" and report.passed:
             fraction = record.get("fraction", 1.0)
             self.outcomes.append(TestOutcome(status=PASSED, fraction=fraction,

@@ -15,6 +15,7 @@ import jinja2
 from grader.core.records import FAILED, PASSED, PENDING, GradeResult, TestOutcome
 from grader.core.scoring import test_scores
 from grader.core.text import printable_data
+from grader.render.behaviour import behaviour_view
 from grader.render.figures import percent, png_data_uri, pyplot
 from grader.render.kind_words import kind_label
 
@@ -269,6 +270,7 @@ def view_model(result: GradeResult) -> dict:
             "causes": [_group_view(g) for g in groups if g.task == task.task_id and
                        not any(o.detail.get("timing") for o in g.outcomes)],
             "tests": tests,
+            "behaviour": [view for view in (behaviour_view(o) for o in outcomes) if view is not None],
         })
     not_graded = [f"{t['title']}: {t['reason']}" for t in tasks if t["status"] == "pending"]
     return printable_data({
