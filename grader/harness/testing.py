@@ -23,7 +23,7 @@ import torch
 
 from grader.core.manifest import Manifest
 from grader.core.tolerances import tolerance_for
-from grader.harness import degenerate
+from grader.harness import degenerate, precision
 from grader.harness.catalogue import Diagnosis, Mutant
 from grader.harness.diagnose import diagnose, normalised_message
 from grader.harness.differences import Difference, measure_difference, outputs_match
@@ -239,7 +239,9 @@ class Check:
         self.record["measured"] = degenerate.measured(suspicion)
         self._problem(f"degenerate:{suspicion.kind}", degenerate.summary(suspicion), self.record["measured"])
         found = diagnose(self.context.mutants, name, args, kwargs, value) if self.context.mutants else None
-        raise StudentProblem("degenerate", self._diagnosed(found or self._source_hint(name), text))
+        found = found or self._source_hint(name) or self._precision(value, expected, suspicion.item,
+                                                                   (name, args, kwargs))
+        raise StudentProblem("degenerate", self._diagnosed(found, text))
 
     def raises(self, name: str, *args, exception: str, because: str, **kwargs) -> None:
         """The student's `name(*args, **kwargs)` must raise `exception` (a built-in exception's name,
@@ -389,6 +391,8 @@ class Check:
                 found = self._source_hint(name)
         self.record["measured"] = difference.text
         self.record["problem"] = difference.to_dict()
+        if found is None:
+            found = self._precision(actual, expected, difference.data.get("item"), diagnose_with)
         message = f"{what}: {difference.text}."
         if found is None and section:
             message += f"\nSee lecture {section}."
@@ -413,6 +417,26 @@ class Check:
         self.expect(False, f"{name} returned values that are not what your kernel writes for the same inputs{how}: "
                            f"launch it as the kernel contract does and return its output unchanged, computed by the "
                            f"kernel alone", self.section_for(name))
+
+    def _precision(self, actual, expected, item: int | None, diagnose_with: tuple | None) -> Diagnosis | None:
+        """What the errors of a wrong tensor (item `item` of a returned tuple) say about the precision it was
+        computed in (grader.harness.precision): measured against a float64 oracle in units of the dtype's
+        rounding. The profile is kept as data in the problem recorded for this test."""
+        if item is not None and isinstance(expected, (tuple, list)) and isinstance(actual, (tuple, list)) and \
+                len(actual) == len(expected) > item:
+            actual, expected = actual[item], expected[item]
+        if not (isinstance(actual, torch.Tensor) and isinstance(expected, torch.Tensor)) or \
+                not expected.is_floating_point() or actual.shape != expected.shape or actual.dtype != expected.dtype:
+            return None
+        name, args, kwargs = diagnose_with if diagnose_with is not None else ("", (), {})
+        manifest = self.context.manifest
+        launcher = bool(manifest and name and manifest.is_launcher(name))
+        reference = None if launcher or diagnose_with is None else self.context.reference.get(name)
+        exact = precision.oracle(reference, args, kwargs, expected, item)
+        found, profile = precision.explain(actual, exact, expected.dtype, args, kwargs)
+        if profile is not None and isinstance(self.record.get("problem"), dict):
+            self.record["problem"]["precision"] = profile.to_dict()
+        return found
 
     def _source_hint(self, name: str) -> Diagnosis | None:
         """A problem seen in the submitted source that the interpreter computes wrongly without an
