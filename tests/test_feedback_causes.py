@@ -39,7 +39,7 @@ from grader.harness.triton_api import API_PROBLEMS, explain_exception
 from grader.render.report import failure_groups
 from grader.sandbox.client import Sandbox
 from grader.sandbox.limits import SandboxLimits
-from tests.conftest import FIXTURES, ROOT, grade_workspace
+from tests.conftest import FIXTURES, ROOT, assignment_of, grade_workspace
 
 KERNELS = FIXTURES / "triton_kernels"
 
@@ -112,12 +112,12 @@ def test_a_crash_marks_its_inputs_and_every_other_call_still_runs():
         assert "earlier test" in again.detail and "segmentation fault" in again.detail
         assert call(2, torch.float64).status == "crashed"  # another dtype is another signature: it runs
         assert call(1).status == "ok"
-        # far more crashing shapes in a row than any streak rule allowed: a good call still runs after them
-        assert [call(n).status for n in range(3, 13)] == ["crashed"] * 10
+        # more crashing shapes in a row than the streak rule allowed (3): a good call still runs after them
+        assert [call(n).status for n in range(3, 8)] == ["crashed"] * 5
         assert call(1).status == "ok" and call(1, torch.float64).status == "ok"
-        assert len(runner.crashed_signatures["crashes_when_long"]) == 12  # one restart per signature
-        assert [call(n).status for n in range(2, 13)] == ["crashed_before"] * 11
-        assert box.restarts == restarts + 11
+        assert len(runner.crashed_signatures["crashes_when_long"]) == 7  # one restart per signature
+        assert [call(n).status for n in range(2, 8)] == ["crashed_before"] * 6
+        assert box.restarts == restarts + 6
     finally:
         box.close()
 
@@ -129,7 +129,6 @@ def _grade_flash_forward_in_order(course: Course, workspace: Path, order: list[s
     from grader.harness.suite import run_suite
     from grader.intake.kernels import kernel_module
     from grader.pipeline.grading import open_submission
-    from tests.conftest import assignment_of
 
     assignment = assignment_of(course, "assignment3")
     contract = assignment.manifest.contract
@@ -151,27 +150,27 @@ def _grade_flash_forward_in_order(course: Course, workspace: Path, order: list[s
 
 
 @pytest.mark.sandbox
+@pytest.mark.timeout(900)  # two gradings of the kernel suite with ten restarts each, on a loaded machine
 def test_a_kernel_that_crashes_on_some_shapes_keeps_every_test_it_passes_in_any_order(course, tmp_path):
-    # crash_on_tails ends the process on every non-causal call whose N is not a multiple of 64: nine
-    # signatures. A streak rule stopped such a kernel when the crashing tests came first (0 points).
+    # crash_on_tails ends the process on every non-causal call whose N is not a multiple of 64. A streak
+    # rule stopped such a kernel when the crashing tests came first, and it lost its passing tests.
+    from grader.harness.suite import collected_names
+
+    names = collected_names(assignment_of(course, "assignment3").hidden_tests, "flash_forward")
     workspace = _kernel_workspace(tmp_path, "crash_on_tails")
-    written = _grade_flash_forward_in_order(course, workspace, None, seed=7)
-    names = [o.name for o in written]
 
     def passes(name: str) -> bool:  # causal, or N = 128 (exact multiple), or causal strided inputs
         return name.endswith("True]") or "exact_multiple" in name or "non_contiguous" in name
 
-    crashing_first = sorted(names, key=passes)
-    for order, outcomes in (("as written", written),
-                            ("reversed", _grade_flash_forward_in_order(course, workspace, names[::-1], seed=7)),
-                            ("crashing tests first",
-                             _grade_flash_forward_in_order(course, workspace, crashing_first, seed=7))):
-        assert sorted(o.name for o in outcomes) == sorted(names), order
+    expected = {n for n in names if passes(n)}
+    assert len(expected) >= 10 and len(names) - len(expected) >= 9
+    for order_name, order in (("reversed", names[::-1]), ("crashing tests first", sorted(names, key=passes))):
+        outcomes = _grade_flash_forward_in_order(course, workspace, order, seed=7)
+        assert [o.name for o in outcomes] == order, order_name  # run in that order
         passed = {o.name for o in outcomes if o.status == "passed"}
-        assert passed == {n for n in names if passes(n)}, (order, [(o.name, o.message) for o in outcomes
-                                                                   if o.status != "passed"])
+        assert passed == expected, (order_name, [(o.name, o.message) for o in outcomes if o.status != "passed"])
         crashed = [o for o in outcomes if o.status == "failed"]
-        assert len(crashed) == 9 and all(o.kind == "crashed" for o in crashed), order
+        assert len(crashed) == len(names) - len(expected) and all(o.kind == "crashed" for o in crashed)
         for o in crashed:
             assert o.diagnosis["id"] == "triton_kernel_out_of_bounds" and o.diagnosis["section"] == "§24"
             assert "mask" in o.diagnosis["explanation"]
@@ -181,7 +180,7 @@ def test_a_kernel_that_crashes_on_some_shapes_keeps_every_test_it_passes_in_any_
             assert inputs[3]["value"] == "False" and inputs[0]["shape"][2] % 64 != 0
             assert "ended the process" in o.measured and str(tuple(inputs[0]["shape"])) in o.measured
         groups = failure_groups(outcomes)
-        assert len(groups) == 1 and len(groups[0].outcomes) == 9
+        assert len(groups) == 1 and len(groups[0].outcomes) == len(crashed)
 
 
 # ------------------------------------------------------------ 2. Triton APIs
@@ -297,7 +296,10 @@ def test_a_tail_key_bug_with_16_wide_tiles_is_diagnosed_at_16(course, tmp_path):
     result, outcomes = _graded(course, "assignment3", _kernel_workspace(tmp_path, "tail_keys_16"),
                                "flash_forward")
     failed = [o for o in outcomes if o.status == "failed"]
-    assert failed and all(o.diagnosis and o.diagnosis["id"] == "flash_tail_keys_unmasked" for o in failed)
+    # every failure is the tail bug, named; anything else (a timeout, the budget, a test error) says what it was
+    undiagnosed = [(o.name, o.kind, o.message[:300]) for o in failed
+                   if (o.diagnosis or {}).get("id") != "flash_tail_keys_unmasked"]
+    assert failed and not undiagnosed, undiagnosed
     sizes = [sorted(v["BLOCK_N"] for v in o.diagnosis["variants"]) for o in failed]
     assert all(16 in s and 64 not in s and 128 not in s for s in sizes), sizes
     assert [16] in sizes  # a length such as N = 70 tells 16 from 32

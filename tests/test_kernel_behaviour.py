@@ -146,5 +146,5 @@ def test_a_kernel_without_block_skipping_keeps_its_points_and_is_told(course, tm
     assert [f["id"] for f in recorded["findings"]] == ["kernel_no_causal_block_skipping"]
     page = render_html(result, ROOT / "templates")
     assert 'data-finding="kernel_no_causal_block_skipping"' in page and "What your kernel did" in page
-    assert 'alt="Two line charts of what your kernel did at N = 50, 100, 200.' in page
+    assert 'alt="Two line charts of what your kernel did at N = 40, 100, 200.' in page
     assert "key tiles loaded over the whole grid, 1, 4, 16 without the causal mask and 1, 4, 16 with it" in page

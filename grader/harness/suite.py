@@ -175,6 +175,15 @@ def run_suite(tests_dir: Path, context: GradingContext, *, visibility: str = "hi
     return collector.outcomes, collector.collection_errors
 
 
+def collected_names(tests_dir: Path, only_task: str | None = None) -> list[str]:
+    """The outcome names of the tests under `tests_dir` (of `only_task` alone, if given), in the order
+    they would run; nothing is run."""
+    collector = _Collector(GradingContext(runner=None, manifest=None, reference={}), "hidden", only_task)
+    _run_pytest(tests_dir, collector, "--collect-only")
+    return [_outcome_name(nodeid) for nodeid, task in collector.tasks.items()
+            if only_task is None or task == only_task]
+
+
 def collection_problems(tests_dir: Path, manifest: Manifest) -> list[str]:
     """Why tests under `tests_dir` could not be graded, found by collecting them (none runs):
     what run_suite would report as collection errors, or that there are no tests at all."""
