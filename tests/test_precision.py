@@ -79,6 +79,14 @@ def test_float16_rounding_is_told_from_float16_accumulation(fixture, finding, di
         assert profile.row_factor_p90_units > 0.25 * profile.p90_units
 
 
+def test_errors_far_below_float16s_rounding_are_not_called_float16():
+    # a float64 call computed in float32 (grader.harness.differences names that one)
+    x = torch.randn(6, 9, generator=torch.Generator().manual_seed(2), dtype=torch.float64) * 3
+    in_float32 = torch.softmax(x.float(), dim=-1).double()
+    found, profile = precision.explain(in_float32, torch.softmax(x, dim=-1), torch.float64, (x,), {})
+    assert found is None and profile.p90_units > 64 and profile.units_of(torch.float16) < 1 / 64
+
+
 def test_an_overflow_names_the_score_and_the_limit():
     q, k, v = (torch.randn(2, 5, 16, generator=torch.Generator().manual_seed(i)) * (30 if i < 2 else 1)
                for i in range(3))

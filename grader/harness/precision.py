@@ -17,6 +17,9 @@ and one rounded to float16 somewhere about 2^13. From that profile:
 * `precision_float16_softmax`: errors about float16's (or bfloat16's) rounding, scattered
   element by element: the weights themselves were computed in the lower precision.
 
+Errors far below float16's rounding are not float16's (a float64 call computed in float32 is
+described by grader.harness.differences), and errors of whole units are a logic mistake.
+
 Each finding carries its numbers (`PrecisionProfile`), and the reference, computed right,
 never shows one.
 """
@@ -34,7 +37,7 @@ from grader.harness.catalogue import Diagnosis
 EPS = {torch.float64: 2.0 ** -52, torch.float32: 2.0 ** -23, torch.float16: 2.0 ** -10, torch.bfloat16: 2.0 ** -7}
 LOWER = (("float16", torch.float16), ("bfloat16", torch.bfloat16))  # the precisions a result may betray
 FINE_UNITS = 64.0  # errors within this many units of the dtype's own rounding are not a precision problem
-SAME_PRECISION = 8.0  # p90 error at most this many units of a lower precision: as close as it gets
+SAME_PRECISION = (1 / 64, 8.0)  # p90 error within these units of a lower precision: its rounding
 ROW_FACTOR_SHARE = 0.25  # residual after one factor per row at most this share of the error: a per-row sum
 SECTION = "§10"
 
@@ -152,8 +155,9 @@ def _overflow(profile: PrecisionProfile, dtype: torch.dtype) -> Diagnosis | None
 def _lower_precision(profile: PrecisionProfile, dtype: torch.dtype) -> Diagnosis | None:
     if profile.nonfinite or profile.p90_units <= FINE_UNITS:
         return None
+    low, high = SAME_PRECISION
     found = next(((name, lower) for name, lower in LOWER
-                  if EPS[lower] > EPS[dtype] and profile.units_of(lower) <= SAME_PRECISION), None)
+                  if EPS[lower] > EPS[dtype] and low <= profile.units_of(lower) <= high), None)
     if found is None:
         return None
     name, lower = found
