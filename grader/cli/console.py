@@ -46,7 +46,7 @@ def print_terminal(result: GradeResult, console=None, show_passed: bool = False)
     for task in score.tasks:
         if task.status == "forbidden":
             console.print(f"[red]✗ {escape(task.title)}[/red]: {escape(task.reason)}")
-    from grader.render.report import failure_groups
+    from grader.render.report import crashed_inputs, failure_groups
 
     for group in failure_groups(result.outcomes):
         count = len(group.outcomes)
@@ -67,8 +67,16 @@ def print_terminal(result: GradeResult, console=None, show_passed: bool = False)
                 console.print(f"    see also {escape(group.diagnosis['handout'])}")
         for line in printable(group.detail()).splitlines():
             console.print(f"    {escape(line)}")
+        crashed = crashed_inputs(group)
+        if len(crashed) > 1:
+            console.print(f"    ended the process on: {escape(printable('; '.join(crashed)))}")
         names = [o.name for o in group.outcomes]
         console.print(f"    [dim]{'test' if count == 1 else 'tests'}: {escape(', '.join(names))}[/dim]")
+    for outcome in result.outcomes:  # what a kernel did, counted on the CPU: feedback, no points
+        for finding in (outcome.detail or {}).get("behaviour", {}).get("findings", []):
+            title = escape(printable(str(finding.get("title", ""))))
+            console.print(f"[yellow]![/yellow] [bold]{escape(str(outcome.task))}[/bold] · what your kernel did: "
+                          f"{title} (no points; the report shows the counts)")
     if show_passed:
         for outcome in result.outcomes:
             if outcome.status == PENDING:
