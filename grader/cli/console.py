@@ -58,7 +58,7 @@ def print_terminal(result: GradeResult, console=None, show_passed: bool = False)
     for task in task_order(score.tasks):
         if task.status == "forbidden":
             console.print(f"[red]✗ {escape(task.title)}[/red]: {escape(task.reason)}")
-    from grader.render.report import failure_groups
+    from grader.render.report import crashed_inputs, failure_groups
 
     groups = by_task_order(failure_groups(result.outcomes), lambda g: g.task, score.tasks)
     for group in groups:
@@ -82,12 +82,20 @@ def print_terminal(result: GradeResult, console=None, show_passed: bool = False)
                 console.print(f"    see also {escape(group.diagnosis['handout'])}")
         for line in printable(group.detail()).splitlines():
             console.print(f"    {escape(line)}")
+        crashed = crashed_inputs(group)
+        if len(crashed) > 1:
+            console.print(f"    ended the process on: {escape(printable('; '.join(crashed)))}")
         names = [o.name for o in group.outcomes]
         console.print(f"    [dim]{'test' if count == 1 else 'tests'}: {escape(', '.join(names))}[/dim]")
     left_out = [t for t in task_order(score.tasks) if t.task_id in skipped]
     if left_out:
         console.print("[dim]Bonus " + ("task" if len(left_out) == 1 else "tasks") + f" {NOT_ATTEMPTED} (optional): "
                       + escape(", ".join(f"{t.title} ({t.points:g} points)" for t in left_out)) + "[/dim]")
+    for outcome in result.outcomes:  # what a kernel did, counted on the CPU: feedback, no points
+        for finding in (outcome.detail or {}).get("behaviour", {}).get("findings", []):
+            title = escape(printable(str(finding.get("title", ""))))
+            console.print(f"[yellow]![/yellow] [bold]{escape(str(outcome.task))}[/bold] · what your kernel did: "
+                          f"{title} (no points; the report shows the counts)")
     if show_passed:
         for outcome in result.outcomes:
             if outcome.status == PENDING:

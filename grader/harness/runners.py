@@ -27,40 +27,50 @@ _counter = itertools.count()
 
 
 IMPORT_FAILURE = "while importing your files"  # how the sandbox words a crash or hang at import time
-MAX_CRASHED_SHAPES = 3  # crashes in a row on this many different input shapes: not run again
-MAX_CONSECUTIVE_CRASHES = 8  # crashes in a row on any inputs: not run again
 
 
-def input_shapes(args: tuple, kwargs: dict) -> tuple:
-    """What makes two calls 'the same inputs' for crash counting: every tensor argument's shape and
-    every integer argument (a length, a head count); dtypes, flags and scales are left out, so one
-    shape tested in several dtypes, causal or not, counts once."""
-    def one(value):
-        if hasattr(value, "shape") and hasattr(value, "dtype"):
-            return tuple(value.shape)
-        if isinstance(value, int) and not isinstance(value, bool):
-            return value
-        return None
+def _signature_part(value) -> object:
+    if isinstance(value, torch.Tensor):
+        return ("tensor", tuple(value.shape), str(value.dtype), tuple(value.stride()), value.device.type)
+    if isinstance(value, (tuple, list)):
+        return (type(value).__name__, tuple(_signature_part(v) for v in value))
+    if isinstance(value, dict):
+        return ("dict", tuple(sorted((str(k), _signature_part(v)) for k, v in value.items())))
+    return ("value", type(value).__name__, repr(value))
 
-    return tuple(one(v) for v in args) + tuple((k, one(v)) for k, v in sorted(kwargs.items()))
+
+def call_signature(args: tuple, kwargs: dict) -> tuple:
+    """What decides where a call reads and writes memory: every tensor argument's shape, dtype,
+    strides and device, and every other argument's value (a flag, a scale, a length). Tensor
+    values are left out: a kernel's addresses and masks depend on these alone, so a call that
+    ended the process ends it again on any inputs of the same signature, and a call of another
+    signature may well not."""
+    return tuple(_signature_part(v) for v in args) + tuple(
+        (k, _signature_part(v)) for k, v in sorted(kwargs.items()))
 
 
 class SandboxRunner:
     """Calls go to the sandbox.
 
     A function that hung is not run again: its later tests fail at once with the first
-    failure's explanation, so one endless loop costs one timeout, not one per test. A crash
-    only costs the call that crashed: the worker is started again (the restart is charged to
-    the submission's budget, like every call) and later tests run, so a kernel that dies on one
-    shape still earns the shapes where it is right. A function that crashes on
-    MAX_CRASHED_SHAPES different input shapes in a row, or in MAX_CONSECUTIVE_CRASHES calls in a
-    row, is not run again, and its later tests say so. A crash or hang while the files are
-    imported happens for every function alike, so it ends the run of all of them."""
+    failure's explanation, so one endless loop costs one timeout, not one per test.
+
+    A crash costs only what crashed. The call's signature (`call_signature`: shapes, dtypes,
+    strides, flags) is marked as one that ends the process; a later call of the function with
+    the same signature fails at once, saying so, without running or restarting anything; a call
+    with any other signature runs in a fresh worker (the restart is charged to the submission's
+    budget, like every call, and only that budget bounds restarts). So a kernel that dies on some
+    shapes keeps every test it passes, whatever order the tests run in: no streak of crashes
+    stops a function, and one bad shape costs one restart however many tests try it.
+    `crashed_signatures` keeps, per function, the signatures that ended the process.
+
+    A crash or hang while the files are imported happens for every function alike, so it ends
+    the run of all of them."""
 
     def __init__(self, sandbox: Sandbox):
         self.sandbox = sandbox
         self.fatal: dict[str, CallResult] = {}
-        self.crashes: dict[str, list[tuple[tuple, CallResult]]] = {}  # name → its crashes in a row
+        self.crashed_signatures: dict[str, dict[tuple, CallResult]] = {}  # name → signature → its crash
         self.import_failure: CallResult | None = None
 
     @property
@@ -76,23 +86,16 @@ class SandboxRunner:
         first = self.import_failure or self.fatal.get(name)
         if first is None:
             return None
-        if first.status == "crash_limit":
-            return first
         return CallResult(status=first.status, detail=f"{first.detail} (in an earlier test; not run again)")
 
-    def _count_crash(self, name: str, shapes: tuple, result: CallResult) -> None:
-        """Remember a crash; past the limits, stop running `name`."""
-        streak = self.crashes.setdefault(name, [])
-        streak.append((shapes, result))
-        distinct = len({s for s, _ in streak})
-        if distinct < MAX_CRASHED_SHAPES and len(streak) < MAX_CONSECUTIVE_CRASHES:
-            return
-        why = (f"{distinct} different input shapes" if distinct >= MAX_CRASHED_SHAPES
-               else f"{len(streak)} calls")
-        self.fatal[name] = CallResult(
-            status="crash_limit", error={"crash": result.detail},
-            detail=f"ended the process in {len(streak)} tests in a row, on {why} (the last time it "
-                   f"{result.detail}), so it was not run again")
+    def _crashed_before(self, name: str, signature: tuple) -> CallResult | None:
+        """A call on inputs of a signature that ended the process before: not run, no restart."""
+        first = self.crashed_signatures.get(name, {}).get(signature)
+        if first is None:
+            return None
+        return CallResult(status="crashed_before", error={"crash": first.detail},
+                          detail=f"{first.detail} on inputs of these shapes in an earlier test, so it was not "
+                                 f"run on them again")
 
     def call(self, name: str, args: tuple, kwargs: dict, *, forbidden: tuple[str, ...] = (),
              track_tensors: bool = False, device: str = "cpu", fresh: bool = False,
@@ -100,6 +103,10 @@ class SandboxRunner:
         skipped = self._not_run(name)
         if skipped is not None:
             return skipped
+        signature = call_signature(args, kwargs)
+        repeated = self._crashed_before(name, signature)
+        if repeated is not None:
+            return repeated
         if fresh:
             self.sandbox.kill()
         result = self.sandbox.call(name, args, kwargs, forbidden=forbidden,
@@ -109,9 +116,7 @@ class SandboxRunner:
         elif result.status == "timeout":
             self.fatal[name] = result
         elif result.status == "crashed":
-            self._count_crash(name, input_shapes(args, kwargs), result)
-        else:
-            self.crashes.pop(name, None)
+            self.crashed_signatures.setdefault(name, {})[signature] = result
         return result
 
     def time_block(self, name: str, pool, shapes, kwargs: dict, calls: list, projection_seed: int) -> CallResult:

@@ -12,6 +12,7 @@ import contextlib
 import io
 import os
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -52,10 +53,12 @@ def task_of(item: pytest.Item, manifest: Manifest | None) -> tuple[str | None, s
 class _Collector:
     """A pytest plugin object: installs the context, maps tests to tasks, records results."""
 
-    def __init__(self, context: GradingContext, visibility: str, only_task: str | None):
+    def __init__(self, context: GradingContext, visibility: str, only_task: str | None,
+                 order: Sequence[str] | None = None):
         self.context = context
         self.visibility = visibility
         self.only_task = only_task
+        self.order = {name: i for i, name in enumerate(order or ())}
         self.tasks: dict[str, str | None] = {}
         self.outcomes: list[TestOutcome] = []
         self.collection_errors: list[str] = []
@@ -79,6 +82,8 @@ class _Collector:
             self.tasks[item.nodeid] = task
             if self.only_task is None or task == self.only_task:
                 keep.append(item)
+        if self.order:  # the names listed first, in that order; the rest after, as collected
+            keep.sort(key=lambda item: self.order.get(_outcome_name(item.nodeid), len(self.order)))
         items[:] = keep
 
     def pytest_collectreport(self, report) -> None:
@@ -114,7 +119,7 @@ class _Collector:
                     diagnosis=record.get("diagnosis"), measured=record.get("measured", ""),
                     heatmap=record.get("heatmap"), output=record.get("output", ""),
                     problem=record.get("problem"),
-                    detail={k: v for k, v in record.items() if k in ("timing", "detail")})
+                    detail={k: v for k, v in record.items() if k in ("timing", "detail", "behaviour")})
         if report.when == "call" and report.passed:
             fraction = record.get("fraction", 1.0)
             self.outcomes.append(TestOutcome(status=PASSED, fraction=fraction,
@@ -159,12 +164,24 @@ def _run_pytest(tests_dir: Path, collector: _Collector, *extra: str) -> None:
 
 
 def run_suite(tests_dir: Path, context: GradingContext, *, visibility: str = "hidden",
-              only_task: str | None = None) -> tuple[list[TestOutcome], list[str]]:
+              only_task: str | None = None, order: Sequence[str] | None = None) -> tuple[list[TestOutcome], list[str]]:
     """Outcomes of every test under `tests_dir`, and any collection errors (a file that does
-    not import, a test that names no task of the manifest: such a test is not run)."""
-    collector = _Collector(context, visibility, only_task)
+    not import, a test that names no task of the manifest: such a test is not run).
+
+    `order`: outcome names (`file stem::test[params]`) to run first, in that order (the others
+    follow as collected); grades must not depend on it, and tests prove that they do not."""
+    collector = _Collector(context, visibility, only_task, order)
     _run_pytest(tests_dir, collector)
     return collector.outcomes, collector.collection_errors
+
+
+def collected_names(tests_dir: Path, only_task: str | None = None) -> list[str]:
+    """The outcome names of the tests under `tests_dir` (of `only_task` alone, if given), in the order
+    they would run; nothing is run."""
+    collector = _Collector(GradingContext(runner=None, manifest=None, reference={}), "hidden", only_task)
+    _run_pytest(tests_dir, collector, "--collect-only")
+    return [_outcome_name(nodeid) for nodeid, task in collector.tasks.items()
+            if only_task is None or task == only_task]
 
 
 def collection_problems(tests_dir: Path, manifest: Manifest) -> list[str]:

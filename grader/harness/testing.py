@@ -23,11 +23,11 @@ import torch
 
 from grader.core.manifest import Manifest
 from grader.core.tolerances import tolerance_for
-from grader.harness import degenerate
+from grader.harness import degenerate, precision
 from grader.harness.catalogue import Diagnosis, Mutant
 from grader.harness.diagnose import diagnose, normalised_message
 from grader.harness.differences import Difference, measure_difference, outputs_match
-from grader.harness.triton_api import BF16_HINT, BF16_IN_KERNEL, TRITON_HANDOUT, explain_exception
+from grader.harness.triton_api import BF16_HINT, BF16_IN_KERNEL, KERNEL_CRASH_HINT, explain_exception
 from grader.sandbox.client import CallResult
 from grader.sandbox.facts import CallFacts
 
@@ -40,6 +40,33 @@ def _argument_words(value: object) -> str:
     if isinstance(value, (bool, int, float, str)) or value is None:
         return repr(value)
     return type(value).__name__
+
+
+def call_inputs(args: tuple, kwargs: dict) -> list[dict]:
+    """A call's inputs as data, for the record of a call that ended the process: per argument its
+    position or keyword, and its shape and dtype (a tensor) or its value (anything else)."""
+    named = [(str(i + 1), v) for i, v in enumerate(args)] + [(str(k), v) for k, v in kwargs.items()]
+    inputs = []
+    for argument, value in named:
+        if isinstance(value, torch.Tensor):
+            inputs.append({"argument": argument, "shape": list(value.shape),
+                           "dtype": str(value.dtype).removeprefix("torch."),
+                           "contiguous": bool(value.is_contiguous())})
+        else:
+            inputs.append({"argument": argument, "value": _argument_words(value)})
+    return inputs
+
+
+def inputs_words(inputs: list[dict]) -> str:
+    """`call_inputs` in words: "(1, 2, 17, 32) float32, (1, 2, 17, 32) float32, causal=False"."""
+    words = []
+    for item in inputs:
+        if "shape" in item:
+            text = f"{tuple(item['shape'])} {item['dtype']}" + ("" if item.get("contiguous", True) else " (strided)")
+        else:
+            text = str(item["value"])
+        words.append(text if item["argument"].isdigit() else f"{item['argument']}={text}")
+    return ", ".join(words) if words else "no arguments"
 
 
 def raised_advice(name: str, kind: str, args: tuple, kwargs: dict, section: str) -> str:
@@ -212,7 +239,9 @@ class Check:
         self.record["measured"] = degenerate.measured(suspicion)
         self._problem(f"degenerate:{suspicion.kind}", degenerate.summary(suspicion), self.record["measured"])
         found = diagnose(self.context.mutants, name, args, kwargs, value) if self.context.mutants else None
-        raise StudentProblem("degenerate", self._diagnosed(found or self._source_hint(name), text))
+        found = found or self._source_hint(name) or self._precision(value, expected, suspicion.item,
+                                                                   (name, args, kwargs))
+        raise StudentProblem("degenerate", self._diagnosed(found, text))
 
     def raises(self, name: str, *args, exception: str, because: str, **kwargs) -> None:
         """The student's `name(*args, **kwargs)` must raise `exception` (a built-in exception's name,
@@ -291,19 +320,20 @@ class Check:
             self._problem("timeout", "did not finish in time", result.detail)
             raise StudentProblem("timeout", f"{name} did not finish: it {result.detail}. Look for "
                                             f"an endless loop or work that grows too fast.")
-        if result.status in ("crashed", "crash_limit"):
-            crash = error.get("crash", result.detail) if result.status == "crash_limit" else result.detail
+        if result.status in ("crashed", "crashed_before"):
+            crash = error.get("crash", result.detail) if result.status == "crashed_before" else result.detail
+            inputs = call_inputs(args, kwargs or {})
+            shown = inputs_words(inputs)
+            self.record["measured"] = f"ended the process ({crash}) on {shown}"
             self._problem(f"crashed:{normalised_message(crash, digits=False)}", f"ended the process: it {crash}",
-                          result.detail)
-            advice = ""
-            if self._runs_a_kernel(name):
-                advice = (" Under Triton's interpreter a kernel that ends the process has most often stored (or "
-                          "loaded) outside a tensor: give every tl.store and tl.load whose rows or keys can run "
-                          f"past N a mask ({TRITON_HANDOUT}; lecture §24).")
-            if result.status == "crash_limit":
-                raise StudentProblem("crashed", f"{name} was not run: it {result.detail}.{advice}")
-            raise StudentProblem("crashed", f"calling {name} ended the process: it {result.detail}. Your code was "
-                                            f"started again for the next test.{advice}")
+                          self.record["measured"], inputs=inputs, repeated=result.status == "crashed_before")
+            found = KERNEL_CRASH_HINT if self._runs_a_kernel(name) else None
+            if result.status == "crashed_before":
+                message = f"{name} was not run: it {result.detail}. Those inputs: {shown}."
+            else:
+                message = (f"calling {name} ended the process: it {result.detail}, on {shown}. Your code was "
+                           f"started again for the next test.")
+            raise StudentProblem("crashed", self._diagnosed(found, message))
         if result.status == "unsupported":
             self._problem("unsupported", "returned something that is not a tensor", result.detail)
             raise StudentProblem("unsupported", f"{name} returned something that is not a tensor "
@@ -361,6 +391,8 @@ class Check:
                 found = self._source_hint(name)
         self.record["measured"] = difference.text
         self.record["problem"] = difference.to_dict()
+        if found is None:
+            found = self._precision(actual, expected, difference.data.get("item"), diagnose_with)
         message = f"{what}: {difference.text}."
         if found is None and section:
             message += f"\nSee lecture {section}."
@@ -385,6 +417,26 @@ class Check:
         self.expect(False, f"{name} returned values that are not what your kernel writes for the same inputs{how}: "
                            f"launch it as the kernel contract does and return its output unchanged, computed by the "
                            f"kernel alone", self.section_for(name))
+
+    def _precision(self, actual, expected, item: int | None, diagnose_with: tuple | None) -> Diagnosis | None:
+        """What the errors of a wrong tensor (item `item` of a returned tuple) say about the precision it was
+        computed in (grader.harness.precision): measured against a float64 oracle in units of the dtype's
+        rounding. The profile is kept as data in the problem recorded for this test."""
+        if item is not None and isinstance(expected, (tuple, list)) and isinstance(actual, (tuple, list)) and \
+                len(actual) == len(expected) > item:
+            actual, expected = actual[item], expected[item]
+        if not (isinstance(actual, torch.Tensor) and isinstance(expected, torch.Tensor)) or \
+                not expected.is_floating_point() or actual.shape != expected.shape or actual.dtype != expected.dtype:
+            return None
+        name, args, kwargs = diagnose_with if diagnose_with is not None else ("", (), {})
+        manifest = self.context.manifest
+        launcher = bool(manifest and name and manifest.is_launcher(name))
+        reference = None if launcher or diagnose_with is None else self.context.reference.get(name)
+        exact = precision.oracle(reference, args, kwargs, expected, item)
+        found, profile = precision.explain(actual, exact, expected.dtype, args, kwargs)
+        if profile is not None and isinstance(self.record.get("problem"), dict):
+            self.record["problem"]["precision"] = profile.to_dict()
+        return found
 
     def _source_hint(self, name: str) -> Diagnosis | None:
         """A problem seen in the submitted source that the interpreter computes wrongly without an

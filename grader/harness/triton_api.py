@@ -97,6 +97,18 @@ BF16_HINT = Diagnosis(
     "before the second tl.dot; bfloat16 inputs are only tested on a GPU.",
     source="api", handout=TRITON_HANDOUT)
 
+# A kernel run by the interpreter that ends the worker has almost always touched memory outside a
+# tensor: the interpreter loads and stores through raw addresses, so an unmasked tile that runs past
+# the last row or key reads or writes wherever that address lands.
+KERNEL_CRASH_HINT = Diagnosis(
+    "triton_kernel_out_of_bounds", "an unmasked load or store past the end of a tensor",
+    "§24", "Under Triton's interpreter a kernel that ends the process has most often stored (or loaded) "
+    "outside a tensor. The last tile of rows or keys runs past N when N is not a multiple of the block "
+    "size: give every tl.load and tl.store whose rows or keys can run past N a mask (mask=offs < N, and "
+    "other= for loads). The shapes it ended on are listed with each test; on a GPU the same mistake "
+    "corrupts memory or faults.",
+    source="crash", matched="crash", handout=TRITON_HANDOUT)
+
 
 def explain_exception(raised: dict) -> Diagnosis | None:
     """The Triton API problem that the worker's exception summary `raised` ({"type",

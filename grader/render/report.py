@@ -22,6 +22,7 @@ import jinja2
 from grader.core.records import FAILED, PASSED, PENDING, GradeResult, TestOutcome
 from grader.core.scoring import test_scores
 from grader.core.text import printable_data
+from grader.render.behaviour import behaviour_view
 from grader.render.figures import percent, png_data_uri, pyplot
 from grader.render.kind_words import kind_label
 from grader.render.presentation import NOT_ATTEMPTED, not_attempted_ids, task_order, unjudged, unjudged_points
@@ -231,6 +232,31 @@ def _heatmap_caption(outcome: TestOutcome) -> str:
     return f"{place}the slice with the largest difference, from {outcome.name}"
 
 
+def _inputs_text(inputs: list[dict]) -> str:
+    """A call's recorded inputs (TestOutcome.problem["inputs"]) in words."""
+    words = []
+    for item in inputs:
+        if "shape" in item:
+            text = f"{tuple(item['shape'])} {item.get('dtype', '')}".strip()
+        else:
+            text = str(item.get("value", ""))
+        argument = str(item.get("argument", ""))
+        words.append(text if argument.isdigit() else f"{argument}={text}")
+    return ", ".join(words)
+
+
+def crashed_inputs(group: CauseGroup) -> list[str]:
+    """The inputs the group's tests ended the process on (recorded as data), each once, in test order."""
+    seen: list[str] = []
+    for outcome in group.outcomes:
+        inputs = (outcome.problem or {}).get("inputs")
+        if outcome.kind == "crashed" and inputs:
+            text = _inputs_text(inputs)
+            if text not in seen:
+                seen.append(text)
+    return seen
+
+
 def _group_view(group: CauseGroup) -> dict:
     shown = group.heatmap_outcome()
     heatmap = shown.heatmap if shown else None
@@ -249,6 +275,7 @@ def _group_view(group: CauseGroup) -> dict:
         "heatmap_caption": _heatmap_caption(shown) if shown else "",
         "heatmap_alt": _heatmap_alt(heatmap, largest) if heatmap else "",
         "largest_differences": largest,
+        "crashed_on": crashed_inputs(group),
     }
 
 
@@ -315,6 +342,7 @@ def view_model(result: GradeResult) -> dict:
             "causes": [] if left_out else [_group_view(g) for g in groups if g.task == task.task_id and
                                            not any(o.detail.get("timing") for o in g.outcomes)],
             "tests": tests,
+            "behaviour": [view for view in (behaviour_view(o) for o in outcomes) if view is not None],
         })
     pending = unjudged(result)
     left_out_tests = sum(o.status == FAILED for o in result.outcomes if o.task in skipped)

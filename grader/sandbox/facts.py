@@ -17,7 +17,9 @@ can start no other: grader.sandbox.seccomp_filter):
   reaches only _safe_softmax and bmm at the dispatcher).
 
 Every Triton launch is recorded with its kernel's name and launch parameters:
-a hint the trusted side may use to launch the same kernel itself, never proof.
+a hint the trusted side may use to launch the same kernel itself, never proof. A call
+that tracks its tensors also counts what each interpreted kernel did (loads, stores,
+tl.dot work, exponentials, per program: grader.sandbox.kernel_counts).
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from grader.sandbox import kernel_counts
 from grader.sandbox.forbidden import ATTRIBUTES, OPERATIONS  # the one table, static and run time
 
 MAX_LAUNCH_RECORDS = 64  # launches kept per call (the count goes on)
@@ -50,6 +53,7 @@ class CallFacts:
     mutated_inputs: list[str] = field(default_factory=list)
     memory_measured_by: str = "worker"  # "grader" when read from /proc from outside the worker
     launches: list[dict] = field(default_factory=list)  # {"kernel", "grid", "meta"} per launch (a hint)
+    kernel_counts: list[dict] = field(default_factory=list)  # per interpreted launch: grader.sandbox.kernel_counts
 
     def to_message(self) -> dict:
         return asdict(self)
@@ -196,11 +200,14 @@ def observe(forbidden: tuple[str, ...] = (), track_tensors: bool = False, device
     del _launch_records[:]
     watch = bool(names or operations or track_tensors)
     start = time.perf_counter()
+    counted: list[dict] = []
     try:
         with (_NameRecorder(names, facts) if watch else contextlib.nullcontext()), \
-                (_OperationRecorder(operations, facts) if watch else contextlib.nullcontext()):
+                (_OperationRecorder(operations, facts) if watch else contextlib.nullcontext()), \
+                (kernel_counts.counting() if track_tensors else contextlib.nullcontext(counted)) as counted:
             yield facts
     finally:
+        facts.kernel_counts = list(counted)
         if use_cuda:
             torch.cuda.synchronize()
             facts.peak_memory_bytes = max(0, torch.cuda.max_memory_allocated() - base)

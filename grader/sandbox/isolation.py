@@ -39,8 +39,9 @@ RUNTIME_MOUNT = "/opt/grader-runtime"  # where the runtime copy appears inside b
 WORKDIR_MOUNT = "/submission"
 LAYER_ORDER = ("bubblewrap", "process", "uid", "landlock", "seccomp", "reaper")
 # What the worker runs, and nothing else of the grader: the runtime copy holds these only.
-WORKER_MODULES = ("__init__.py", "facts.py", "forbidden.py", "landlock.py", "layers.py", "limits.py", "protocol.py",
-                  "seccomp_filter.py", "supervisor.py", "timer.py", "worker.py", "zygote.py")
+WORKER_MODULES = ("__init__.py", "facts.py", "forbidden.py", "kernel_counts.py", "landlock.py", "layers.py",
+                  "limits.py", "protocol.py", "seccomp_filter.py", "supervisor.py", "timer.py", "worker.py",
+                  "zygote.py")
 
 
 @dataclass(frozen=True)
