@@ -99,9 +99,9 @@ def test_an_override_is_audited_survives_a_regrade_and_shows_everywhere(grade, c
 @pytest.mark.parametrize("args, words", [
     (["--points", "41", "--task", "normalize", "--reason", "r"], "task 'normalize' is worth 40 points; 41 is more"),
     (["--points", "5", "--task", "nope", "--reason", "r"], "mini has no task 'nope'"),
-    (["--points", "-1", "--reason", "r"], "override points must be a number >= 0"),
-    (["--points", "101", "--reason", "r"], "mini is worth at most 100 points"),
-    (["--points", "5", "--reason", "  "], "give a reason"),
+    (["--total", "-1", "--reason", "r"], "override points must be a number >= 0"),
+    (["--total", "101", "--reason", "r"], "mini is worth at most 100 points"),
+    (["--total", "5", "--reason", "  "], "give a reason"),
     (["--clear", "--reason", "r"], "has no active override of the total"),
 ])
 def test_a_wrong_override_is_refused_with_one_line(grade, course: Path, args: list[str], words: str):
@@ -115,9 +115,15 @@ def test_an_override_needs_a_graded_submission_and_both_flags_make_no_sense(grad
     with Gradebook(course / ".grade" / "gradebook.sqlite") as book:
         book.record_error("bob", "mini", "0" * 64, "x")
     assert "bob has no graded submission of mini; grade it first" in \
-        grade("override", "mini", "bob", "--points", "5", "--reason", "r", code=2)
-    assert "give --points X to set an override, or --clear to end one" in \
-        grade("override", "mini", "bob", "--points", "5", "--clear", "--reason", "r", code=2)
+        grade("override", "mini", "bob", "--total", "5", "--reason", "r", code=2)
+    assert "--clear takes no --points or --total" in \
+        grade("override", "mini", "bob", "--total", "5", "--clear", "--reason", "r", code=2)
+    assert "give --task ID --points X (a task) or --total X (the total)" in \
+        grade("override", "mini", "bob", "--reason", "r", code=2)
+    assert "--total X sets the total; a task's points are --task ID --points X" in \
+        grade("override", "mini", "bob", "--task", "double", "--total", "5", "--reason", "r", code=2)
+    assert "give the points of task double: --points X" in \
+        grade("override", "mini", "bob", "--task", "double", "--reason", "r", code=2)
 
 
 @pytest.mark.sandbox

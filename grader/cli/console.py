@@ -216,7 +216,7 @@ def print_summary(summary: BatchSummary, console=None) -> None:
     rows: Iterable[tuple[str, str]] = (
         ("graded", str(len(summary.graded))),
         ("skipped (already graded)", str(len(summary.skipped))),
-        ("regraded (stale: the grading changed)", str(len(summary.stale))),
+        ("of the graded, regraded (stale: the grading changed)", str(len(summary.stale))),
         ("errors", str(len(summary.errors))),
         ("mean score of this run", "-" if mean is None else f"{mean:.2f} / {summary.max_points:g}"),
         ("time", f"{summary.elapsed_s:.1f} s"),
@@ -224,11 +224,22 @@ def print_summary(summary: BatchSummary, console=None) -> None:
     for label, value in rows:
         table.add_row(label, value)
     console.print(table)
+    print_batch_students(summary, console)
     for student, error in sorted(summary.errors.items()):
         console.print(f"[red]✗ {escape(printable(student))}[/red]: {escape(printable(error))}")
     if summary.ignored:
         ignored = printable(", ".join(summary.ignored))
         console.print(f"[yellow]ignored (not a folder, .zip or .ipynb):[/yellow] {escape(ignored)}")
+
+
+def print_batch_students(summary: BatchSummary, console=None) -> None:
+    """One row per entry of the run: the student, their total as it stands, late days and penalty, and
+    what changed since the grading that counted before (pipeline.batch.StudentLine)."""
+    rows = [(line.student, "-" if line.total is None else f"{line.total:g} / {summary.max_points:g}",
+             f"{line.late_days} day(s): -{line.late_penalty:g}" if line.late_days else "",
+             line.change) for line in summary.lines]
+    _table(f"Students of this run ({summary.assignment_id})", ("student", "total", "late", "changed"), rows,
+           console, empty="no entries")
 
 
 def _table(title: str, columns: tuple[str, ...], rows: list[tuple], console=None, empty: str = "none") -> None:
@@ -278,3 +289,17 @@ def print_history(gradings: list, console=None) -> None:
     rows = [(g.student_id, g.graded_at, f"{g.total:g} / {g.max_points:g}", g.sha256[:12],
              "current" if g.current else f"replaced {g.replaced_at}: {g.replaced_because}") for g in gradings]
     _table("Gradings", ("student", "graded", "total", "files", "state"), rows, console, empty="none")
+
+
+def print_roster(entries: list, extensions: dict, graded: dict[str, list[str]],
+                 everyone: list[str] | None = None, console=None) -> None:
+    """The roster (storage.gradebook.RosterEntry rows), with each student's roster extension and the
+    assignments graded; `everyone`: every known id, those not on the roster marked so."""
+    rows = [(e.id, e.name or "", e.email or "", e.section or "",
+             extensions[e.id].describe() if e.id in extensions else "", ", ".join(graded.get(e.id, [])) or "none",
+             "") for e in entries]
+    on_roster = {e.id for e in entries}
+    for student in sorted(set(everyone or ()) - on_roster):
+        rows.append((student, "", "", "", "", ", ".join(graded.get(student, [])) or "none", "not on the roster"))
+    _table(f"Roster: {len(entries)} student(s)", ("id", "name", "email", "section", "extension", "graded", "note"),
+           sorted(rows), console, empty="no roster imported (grade roster import ROSTER.csv)")
