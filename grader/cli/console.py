@@ -253,11 +253,12 @@ def _table(title: str, columns: tuple[str, ...], rows: list[tuple], console=None
         console.print(f"{escape(printable(title))}: {escape(empty)}")
         return
     if not console.is_terminal:  # a pipe or a file: one tab-separated line per row, for scripts
-        console.print(escape(printable(title)), soft_wrap=True)
+        lines = [printable(title)]  # written as they are: rich would expand the tabs into spaces
         for line in (columns, *rows):
-            cells = (printable("" if cell is None else str(cell)).replace("\t", " ").replace("\n", " ")
-                     for cell in line)
-            console.print(escape("\t".join(cells)), soft_wrap=True, highlight=False)
+            lines.append("\t".join(printable("" if cell is None else str(cell)).replace("\t", " ").replace("\n", " ")
+                                   for cell in line))
+        console.file.write("".join(f"{line}\n" for line in lines))
+        console.file.flush()
         return
     table = Table(title=escape(printable(title)), title_justify="left")
     for column in columns:

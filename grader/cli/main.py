@@ -398,6 +398,9 @@ def release(course: Course, assignment: str, out: str | None) -> None:
     click.echo(f"{len(bundle.files)} file(s) checked: nothing from reference/ or kernels/")
     click.echo(f"zip: {bundle.zip_path}")
     click.echo(f"notebook: {bundle.notebook_path}")
+    click.echo(f"its README installs the grader with: {bundle.install}"
+               + ("" if bundle.install_configured else " (the default; course.toml's [release] install sets "
+                                                       "your course's own)"))
 
 
 @main.command()
