@@ -40,6 +40,8 @@ def short_thresholds(path: Path) -> list[str]:
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.Call):
             callee = ast.unparse(node.func)
+            if callee.endswith("alarm") and node.args and (_number(node.args[0]) or SHORTEST_WAIT_S) < SHORTEST_WAIT_S:
+                found.append(f"{path.name}:{node.lineno}: {ast.unparse(node)}")
             for keyword in node.keywords:
                 limit = _number(keyword.value) if keyword.arg in ("timeout", "timeout_s") else None
                 if limit is not None and limit < SHORTEST_WAIT_S and not callee.endswith("settimeout"):
@@ -62,11 +64,12 @@ def test_no_test_holds_a_grading_to_a_short_fixed_wall_clock_limit():
 
 def test_the_guard_sees_a_short_threshold(tmp_path: Path):
     planted = tmp_path / "test_planted.py"
-    planted.write_text("import subprocess, time\n\ndef test_x():\n    started = time.monotonic()\n"
+    planted.write_text("import signal, subprocess, time\n\ndef test_x():\n    started = time.monotonic()\n"
                        "    subprocess.run(['true'], timeout=5)\n    elapsed = time.monotonic() - started\n"
-                       "    assert elapsed < 8 + 6\n    assert elapsed < budget + 60\n")
+                       "    assert elapsed < 8 + 6\n    assert elapsed < budget + 60\n    signal.alarm(20)\n"
+                       "    signal.alarm(0)\n")
     assert short_thresholds(planted) == ["test_planted.py:5: subprocess.run(timeout=5)",
-                                         "test_planted.py:7: elapsed < 8 + 6"]
+                                         "test_planted.py:7: elapsed < 8 + 6", "test_planted.py:9: signal.alarm(20)"]
 
 
 def test_fixture_courses_give_calls_and_submissions_generous_limits():

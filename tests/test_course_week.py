@@ -118,7 +118,7 @@ def test_a_course_week(tmp_path: Path, monkeypatch):
     assert sorted(table) == [f"s{n:02d}" for n in range(1, 11)]
     assert table["s01"]["total"] == "100 / 100" and table["s01"]["changed"] == "first grading"
     assert table["s02"]["total"] == "100 / 100"
-    assert table["s02"]["changed"] == "first grading; graded the folder my_solution/ inside the entry"
+    assert table["s02"]["changed"] == "first grading; its files were in the folder my_solution/ inside the entry"
     assert table["s03"]["total"] == "90 / 100" and "s03-hw/" in table["s03"]["changed"]
     assert table["s04"]["total"] == "-" and table["s04"]["changed"].startswith(
         "not graded: SubmissionError: s04.zip is not a valid zip file")

@@ -270,7 +270,7 @@ def batch_lines(assignment: Assignment, gradebook: Gradebook, summary: BatchSumm
                    "regraded: the grading changed" if outcome == "regraded" else "new files")
             change = why if before is None else f"{why}: {before:g} → {now:g}"
         if student in recorder.found_in:
-            change += f"; graded the folder {recorder.found_in[student]}/ inside the entry"
+            change += f"; its files were in the folder {recorder.found_in[student]}/ inside the entry"
         score = standing.score if standing else None
         lines.append(StudentLine(student, outcome, now, score.late_days if score else 0,
                                  score.late_penalty if score else 0.0, change))

@@ -38,6 +38,7 @@ from grader.pipeline.executor import ExecutorBroken
 from grader.pipeline.jobs import GradingJob, JobResult, run_job, warm_process
 
 STOP_GRACE_S = 5.0  # a stopped worker's time to close its sandbox before it is killed
+IDLE_EXIT_S = 1.0  # an idle worker's time to exit when told to, before it is stopped
 WATCH_POLL_S = 1.0  # how often a worker looks for its parent where pidfds are missing
 
 _LIVE: weakref.WeakSet[LocalProcessExecutor] = weakref.WeakSet()  # the pools this process runs now
@@ -115,8 +116,13 @@ def run_in_worker(job: GradingJob) -> JobResult:
 
 
 # ------------------------------------------------------------------ in the parent
-def end_processes(processes: list, grace_s: float = STOP_GRACE_S) -> None:
-    """SIGTERM each live process, give them `grace_s` together to exit, then SIGKILL what is left."""
+def end_processes(processes: list, grace_s: float = STOP_GRACE_S, polite_s: float = 0.0) -> None:
+    """Give the processes `polite_s` to exit by themselves (an idle worker told to stop), then SIGTERM each
+    live one, give them `grace_s` together to exit, then SIGKILL what is left."""
+    polite = time.monotonic() + polite_s
+    for process in processes:
+        if process.pid and polite_s > 0:
+            process.join(max(0.0, polite - time.monotonic()))
     alive = [p for p in processes if p.pid and p.exitcode is None]
     for process in alive:
         try:
@@ -202,6 +208,6 @@ class LocalProcessExecutor:
             return
         if cancel:
             workers = _workers(pool)
-            pool.shutdown(wait=False, cancel_futures=True)
-            end_processes(workers)
+            pool.shutdown(wait=False, cancel_futures=True)  # idle workers are told to stop: they exit at once
+            end_processes(workers, polite_s=IDLE_EXIT_S)
         pool.shutdown(wait=True)
