@@ -69,6 +69,7 @@ from grader.render.standing import standing_for
 from grader.storage.gradebook import ExtensionRecord, Gradebook
 from grader.storage.roster import read_timestamps
 
+FORCED = "regraded with --force"  # why files already graded are graded again when the batch is forced
 DEFAULT_JOBS = min(os.cpu_count() or 1, 8)  # each job is two processes: trusted worker + sandbox
 
 
@@ -232,7 +233,7 @@ def plan(entries: list[Entry], intake: Intake, gradebook: Gradebook, recorder: R
         graded_with = gradebook.graded_fingerprint(entry.student, intake.assignment.id, sha256)
         if graded_with is not None:
             if force:
-                recorder.regrading[entry.student] = "regraded with --force"
+                recorder.regrading[entry.student] = FORCED
             elif graded_with == intake.assignment.fingerprint:
                 recorder.skipped(entry)
                 continue
@@ -266,7 +267,7 @@ def batch_lines(assignment: Assignment, gradebook: Gradebook, summary: BatchSumm
             change = "unchanged: same files, same grading"
         else:
             why = ("first grading" if before is None else
-                   "regraded with --force" if recorder.regrading.get(student) == "regraded with --force" else
+                   FORCED if recorder.regrading.get(student) == FORCED else
                    "regraded: the grading changed" if outcome == "regraded" else "new files")
             change = why if before is None else f"{why}: {before:g} → {now:g}"
         if student in recorder.found_in:
