@@ -23,7 +23,7 @@ def chromium() -> str | None:
 def _run(page: Path, extra: list[str]) -> subprocess.CompletedProcess:
     with tempfile.TemporaryDirectory() as profile:
         return subprocess.run([chromium(), *FLAGS, f"--user-data-dir={profile}", *extra,
-                               page.resolve().as_uri()], capture_output=True, text=True, timeout=120)
+                               page.resolve().as_uri()], capture_output=True, text=True, timeout=600)
 
 
 def render(page: Path, window: tuple[int, int] | None = None) -> tuple[str, list[str]]:

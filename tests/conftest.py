@@ -142,3 +142,21 @@ def write_results(result, path, manifest=None) -> Path:
 
     ResultsJson(Path(path), manifest).deliver(result, None)
     return Path(path)
+
+
+def sandbox_start_s(level: str | None = None) -> float:
+    """How long a sandbox worker takes, on this machine and now, to start and answer its first call
+    (seconds). Tests that must give a grading a short budget scale it by this, so that a busy machine
+    gets the same verdict as an idle one: no test holds a grading to a fixed short wall-clock limit."""
+    import time
+
+    from grader.sandbox.client import Sandbox
+    from grader.sandbox.limits import SandboxLimits
+
+    started = time.monotonic()
+    with Sandbox({"pace.py": b"import torch\n\ndef one():\n    return torch.ones(1)\n"}, ["pace.py"],
+                 isolation_level=level, use_gpu=False,
+                 limits=SandboxLimits(call_timeout_s=600, submission_budget_s=600)) as box:
+        result = box.call("one")
+    assert result.status == "ok", result.detail
+    return time.monotonic() - started

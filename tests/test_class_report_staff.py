@@ -230,3 +230,59 @@ def test_every_table_fits_a_laptop_screen(course: Path, tmp_path: Path):
     page_width, viewport = map(int, re.search(r'data-page-width="(\d+)/(\d+)"', dom).group(1, 2))
     assert page_width <= viewport, "the page scrolls sideways"
     assert re.search(r'data-wide="([^"]*)"', dom).group(1) == ""
+
+
+# ------------------------------------------------------------------ the quiz's zeros, in words
+def quiz_outcomes(course: Path, answers: str | None) -> list[TestOutcome]:
+    """The quiz marked as grade submit marks it (grader.core.quiz), for an answers.toml text."""
+    from grader.core.quiz import grade_quiz, load_key, load_questions
+
+    root = course / "assignments" / "mini"
+    return grade_quiz(load_questions(root / "quiz.toml"), load_key(course / "reference" / "mini" / "quiz_key.toml"),
+                      answers)
+
+
+@pytest.mark.parametrize("answers, why", [
+    ('row_sum = ""\nratio = ""\n', "every answer blank"),
+    ("row_sum = 2\nratio = 9.9\n", "every answer wrong"),
+    ('row_sum = 2\nratio = ""\n', "1 answer(s) wrong, 1 blank"),
+    (None, "no answers.toml was submitted"),
+    ("row_sum = [", "answers.toml is not valid TOML"),
+])
+def test_a_quiz_zero_says_blank_when_the_answers_are_blank(course: Path, tmp_path: Path, answers, why: str):
+    code = [outcome("double", "t1"), outcome("normalize", "t2")]
+    with Gradebook(tmp_path / "gb.sqlite") as book:
+        record_all(course, book, [result(course, "ada", code + quiz_outcomes(course, answers))])
+        model = class_view_model(assignment_of(course, "mini"), book, with_histogram=False, with_similarity=False)
+    zeros = {(z["student"], z["task"]): z["why"] for z in model["zeros"]}
+    assert zeros[("ada", "quiz")].startswith(why), zeros
+
+
+def test_the_class_report_lists_the_roster_and_names_the_ids_it_left_out(course: Path, tmp_path: Path):
+    gradebook = tmp_path / "gb.sqlite"
+    with Gradebook(gradebook) as book:
+        book.import_roster([{"id": s, "name": s.title(), "email": f"{s}@x"} for s in ("ada", "late", "absent")])
+        record_all(course, book, the_class(course))  # syn, gone, cheat, slow and stub are not on the roster
+        other = result(course, "ola", [outcome("double", "t1")])
+        from dataclasses import replace
+
+        book.record(replace(other, assignment_id="other"), Submission(files={"mini.py": b"o"}, source="x",
+                                                                     form="folder", student="ola"))
+        model = class_view_model(assignment_of(course, "mini"), book, with_histogram=False, with_similarity=False)
+        everyone = class_view_model(assignment_of(course, "mini"), book, everyone=True, with_histogram=False,
+                                    with_similarity=False)
+    assert [s["student"] for s in model["students"]] == ["ada", "late"]
+    assert [m["student"] for m in model["missing"]] == ["absent"]  # ola (another assignment) is not missing here
+    assert [o["student"] for o in model["off_roster"]] == ["cheat", "gone", "slow", "stub", "syn"]
+    assert model["counts"]["roster"] == 3 and model["counts"]["off_roster"] == 5
+    assert [s["student"] for s in everyone["students"]] == ["ada", "cheat", "gone", "late", "slow", "stub", "syn"]
+    assert everyone["off_roster"] == [] and [m["student"] for m in everyone["missing"]] == ["absent"]
+    out = tmp_path / "class.html"
+    cli = CliRunner().invoke(main, ["--course", str(course), "report", "mini", "--out", str(out),
+                                    "--gradebook", str(gradebook)])
+    assert cli.exit_code == 0, cli.output
+    assert ("left out 5 id(s) graded or recorded for mini but not on the roster: cheat, gone, slow, stub, syn "
+            "(grade report --everyone lists them)") in cli.stderr
+    html = out.read_text()
+    assert 'id="off-roster" data-value="5"' in html and 'data-off-roster="syn"' in html
+    assert 'data-student="syn"' not in html and 'data-student="ada"' in html

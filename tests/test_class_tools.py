@@ -174,7 +174,9 @@ def gradebook(course: Path, tmp_path: Path) -> Path:
     path = tmp_path / "gb.sqlite"
     with Gradebook(path) as book:
         book.import_roster([{"id": "absent", "name": "A. Sent", "email": "a@x"},
-                            {"id": "fast", "name": "F. Ast", "email": "f@x"}])
+                            {"id": "fast", "name": "F. Ast", "email": "f@x"}]
+                           + [{"id": s, "name": None, "email": None}
+                              for s in ("slow1", "slow2", "twin1", "twin2", "broken")])
         entries = [
             (fake_result("fast", duration=0.5, timing=timing(1.4)), CORRECT_A),
             (fake_result("slow1", duration=4.0, timing=timing(0.9)), CORRECT_B),
@@ -193,7 +195,7 @@ def test_class_report_from_a_synthetic_gradebook(course: Path, gradebook: Path, 
     with Gradebook(gradebook) as book:
         model = class_view_model(assignment_of(course, "mini"), book)
     assert model["counts"] == {"roster": 7, "graded": 5, "missing": 2, "late": 1, "errors": 1,
-                               "submissions": 5}
+                               "submissions": 5, "off_roster": 0}
     assert [(r["student"], r["ratio"], r["rank"], r["gpu"]) for r in model["leaderboard"]] == [
         ("slow1", 0.9, 1, "NVIDIA H100"), ("fast", 1.4, 2, "NVIDIA H100")]
     assert model["leaderboard"][0]["tflops"] == pytest.approx(111.11, abs=0.01)
@@ -234,8 +236,8 @@ def test_exports_from_a_synthetic_gradebook(course: Path, gradebook: Path, tmp_p
     assert json.loads(written[2].read_text())["score"] == 60.0
     with Gradebook(gradebook) as book:
         book.record(fake_result("../evil"), Submission(files={}, source="x", form="folder", student="../evil"))
-        with pytest.raises(ClassDataError, match="folder name"):
-            export_gradescope(assignment_of(course, "mini"), book, tmp_path / "gs2")
+        with pytest.raises(ClassDataError, match="folder name"):  # not on the roster: exported with everyone
+            export_gradescope(assignment_of(course, "mini"), book, tmp_path / "gs2", everyone=True)
 
 
 def test_csv_export_file_is_written_whole(course: Path, gradebook: Path, tmp_path: Path):

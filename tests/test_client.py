@@ -25,6 +25,7 @@ from grader.sandbox.client import Sandbox, SandboxUnavailable
 from grader.sandbox.isolation import NO_ZYGOTE_ENV
 from grader.sandbox.limits import SandboxLimits
 from grader.sandbox.worker_status import describe_status
+from tests.conftest import sandbox_start_s
 
 SOURCE = b'''
 import fcntl
@@ -79,9 +80,15 @@ def nap(seconds):
     time.sleep(seconds)
     return 0
 '''
-CALL_TIMEOUT_S = 60.0
-BUDGET_S = 10.0  # enough for a worker to start on a loaded machine, little enough to wait out
+CALL_TIMEOUT_S = 600.0  # longer than any budget below: a call is cut by the budget, not by this
+MIN_BUDGET_S = 10.0  # a budget to wait out; on a busy machine, more (see budget_s)
 STARTUP_BUDGET_S = 0.25  # less than any worker needs to import torch when it starts from scratch
+
+
+def budget_s() -> float:
+    """A submission budget a worker surely starts within here and now (three times what a start takes on
+    this machine at this moment, and at least MIN_BUDGET_S), little enough to wait out."""
+    return max(MIN_BUDGET_S, 3 * sandbox_start_s() + 5)
 
 
 def _levels() -> list:
@@ -168,16 +175,17 @@ def test_the_budget_used_up_while_the_worker_starts(from_scratch):
 
 @pytest.mark.sandbox
 def test_the_budget_used_up_by_a_call():
-    with sandbox(None, submission_budget_s=BUDGET_S) as box:  # this host's default level
+    budget = budget_s()
+    with sandbox(None, submission_budget_s=budget) as box:  # this host's default level
         first = box.call("add", (torch.ones(1),))
         assert first.status == "ok", f"the worker did not even start within the budget: {first.detail}"
         slow = box.call("nap", (3600,))
         assert slow.status == "timeout"
         waited = float(slow.detail.removeprefix("did not answer within ").removesuffix(" s"))
-        assert waited < BUDGET_S < CALL_TIMEOUT_S  # the call was cut at the budget, not at its own timeout
+        assert waited < budget < CALL_TIMEOUT_S  # the call was cut at the budget, not at its own timeout
         restarts = box.restarts
         for name, args in (("add", (torch.ones(1),)), ("nap", (0,))):
             result = box.call(name, args)
             assert result.status == "budget", result
-            assert result.detail == f"the submission's time budget of {BUDGET_S:g} s is used up"
+            assert result.detail == f"the submission's time budget of {budget:g} s is used up"
         assert box.restarts == restarts  # no fresh worker was started for them

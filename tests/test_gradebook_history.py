@@ -55,6 +55,7 @@ def test_an_old_gradebook_opens_migrated_with_all_its_data(old_copy: Path):
         assert db.execute("PRAGMA user_version").fetchone() == (0,)
         before = {table: db.execute(f"SELECT * FROM {table} ORDER BY 1, 2").fetchall()
                   for table in ("students", "submission_files", "task_scores", "test_results", "batch_errors")}
+        student_columns = ", ".join(row[1] for row in db.execute("PRAGMA table_info(students)"))
         old_rows = db.execute("SELECT id, student_id, sha256, total, result_json FROM submissions").fetchall()
     with Gradebook(old_copy) as book:
         assert book.version == SCHEMA_VERSION
@@ -67,9 +68,13 @@ def test_an_old_gradebook_opens_migrated_with_all_its_data(old_copy: Path):
         assert [e["student"] for e in book.errors("mini")] == ["cy"]
         assert [(g.student_id, g.current) for g in book.history("mini")] == [("ada", True), ("bob", True)]
         assert book.overrides("mini") == [] and book.extensions("mini") == {}
+        # the roster before membership was kept: students with a name or an email count as on it
+        assert [(e.id, e.name, e.section) for e in book.roster()] == [("ada", "Ada L", None), ("bob", "Bob K", None),
+                                                                       ("cy", "Cy N", None)]
     with sqlite3.connect(old_copy) as db:  # nothing was lost or rewritten
         for table, rows in before.items():
-            assert db.execute(f"SELECT * FROM {table} ORDER BY 1, 2").fetchall() == rows, table
+            columns = student_columns if table == "students" else "*"
+            assert db.execute(f"SELECT {columns} FROM {table} ORDER BY 1, 2").fetchall() == rows, table
         assert db.execute("SELECT id, student_id, sha256, total, result_json FROM submissions").fetchall() == old_rows
         assert db.execute("SELECT COUNT(*) FROM submissions WHERE received_at = graded_at").fetchone() == (2,)
     with Gradebook(old_copy) as book:  # opening again migrates nothing twice

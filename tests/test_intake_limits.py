@@ -44,6 +44,7 @@ from grader.intake.submission import load_submission
 from grader.storage.gradebook import Gradebook
 
 MODULES = ("mini.py",)
+HANG_S = 600  # what a blocked read costs before it fails the test
 
 
 @pytest.fixture
@@ -54,13 +55,14 @@ def folder(tmp_path: Path) -> Path:
 
 
 class no_hang:
-    """Fail (instead of hanging the suite) when a read blocks, e.g. on a FIFO."""
+    """Fail (instead of hanging the suite) when a read blocks, e.g. on a FIFO: a read that blocks never
+    returns, so the alarm is minutes away, well past what a batch takes on a busy machine."""
 
     def __enter__(self):
         def fail(*_):
             raise TimeoutError("the grader blocked reading a submission")
         self.previous = signal.signal(signal.SIGALRM, fail)
-        signal.alarm(20)
+        signal.alarm(HANG_S)
 
     def __exit__(self, *exc):
         signal.alarm(0)

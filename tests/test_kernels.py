@@ -141,5 +141,5 @@ def test_benchmark_without_a_gpu_says_so():
         pytest.skip("a CUDA device is present: the benchmark would run for minutes")
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_flash.py")], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=120)
+                          capture_output=True, text=True, timeout=600)
     assert done.returncode == 0 and "no CUDA device: skipped" in done.stdout, done.stderr

@@ -86,11 +86,11 @@ def test_canvas_import_layout(course: Path, gradebook: Path):
     assert "Student" in header[0] and "ID" in header[1] and header[2:4] == ["SIS User ID", "SIS Login ID"]
     assert "Section" in header[4]
     assert points == ["Points Possible", "", "", "", "", "100"]
-    assert students == [
-        ["'=HYPERLINK(\"http://x\",\"Ada\")", "", "", "ada", "", "100"],
-        ["Bob Jones", "", "", "bob", "", "60"],  # late by 20 h, but a day's extension: no penalty
-        ["'@Cy", "", "", "cy", "", "90"],  # the quiz override: 20 -> 10
-        ["Dee Absent", "", "", "dee", "", ""],  # no submission: blank, Canvas keeps what it has
+    assert students == [  # the student id in both SIS columns: Canvas matches on either
+        ["'=HYPERLINK(\"http://x\",\"Ada\")", "", "ada", "ada", "", "100"],
+        ["Bob Jones", "", "bob", "bob", "", "60"],  # late by 20 h, but a day's extension: no penalty
+        ["'@Cy", "", "cy", "cy", "", "90"],  # the quiz override: 20 -> 10
+        ["Dee Absent", "", "dee", "dee", "", ""],  # no submission: blank, Canvas keeps what it has
     ]
 
 
@@ -103,11 +103,11 @@ def test_canvas_column_can_name_an_existing_assignment_and_is_neutralised_too(co
 def test_moodle_import_layout(course: Path, gradebook: Path, tmp_path: Path):
     rows = export(course, gradebook, "moodle")
     assert rows == [
-        ["ID number", "Email address", "Full name", "Mini assignment", "Feedback"],
-        ["ada", "'+ada@example.edu", "'=HYPERLINK(\"http://x\",\"Ada\")", "100",
+        ["ID number", "Username", "Email address", "Full name", "Mini assignment", "Feedback"],
+        ["ada", "ada", "'+ada@example.edu", "'=HYPERLINK(\"http://x\",\"Ada\")", "100",
          "Graded by the course grader: 100 / 100 points."],
-        ["bob", "bob@example.edu", "Bob Jones", "60", "Graded by the course grader: 60 / 100 points."],
-        ["cy", "'-cy@example.edu", "'@Cy", "90",
+        ["bob", "bob", "bob@example.edu", "Bob Jones", "60", "Graded by the course grader: 60 / 100 points."],
+        ["cy", "cy", "'-cy@example.edu", "'@Cy", "90",
          "Graded by the course grader: 90 / 100 points. Adjusted by course staff."],
     ]  # dee has no graded submission: left out, since Moodle refuses a row it cannot match and blanks erase
     out = tmp_path / "moodle.csv"
@@ -135,3 +135,65 @@ def test_a_gradescope_export_carries_the_final_score(course: Path, gradebook: Pa
     assert result.exit_code == 0, result.output
     scores = {p.parent.name: json.loads(p.read_text())["score"] for p in (tmp_path / "gs").glob("*/results.json")}
     assert scores == {"ada": 100.0, "bob": 60.0, "cy": 90.0}
+
+
+# ------------------------------------------------------------------ who an export lists
+def with_strangers(gradebook: Path) -> Path:
+    """ada..dee on the roster (dee in a section); zed graded for mini but not on the roster; ola graded for
+    another assignment only; 'typo' recorded with a batch error for mini."""
+    with Gradebook(gradebook) as book:
+        book.import_roster([{"id": "dee", "name": "Dee Absent", "email": "dee@example.edu", "section": "Lab B"}])
+        book.record(graded("zed", True), Submission(files={"mini.py": b"z\n"}, source="x", form="folder",
+                                                    student="zed"))
+        other = graded("ola", True)
+        from dataclasses import replace
+
+        book.record(replace(other, assignment_id="other"), Submission(files={"mini.py": b"o\n"}, source="x",
+                                                                     form="folder", student="ola"))
+        book.record_error("typo", "mini", "0" * 64, "ClassDataError: entry 'S 17' is not a student id")
+    return gradebook
+
+
+def run_export(course: Path, gradebook: Path, fmt: str, *extra: str):
+    return CliRunner().invoke(main, ["--course", str(course), "export", "mini", "--format", fmt,
+                                    "--gradebook", str(gradebook), *extra], catch_exceptions=False)
+
+
+@pytest.mark.parametrize("fmt", ["csv", "canvas", "moodle"])
+def test_exports_list_the_roster_and_say_whom_they_left_out(course: Path, gradebook: Path, fmt: str):
+    with_strangers(gradebook)
+    result = run_export(course, gradebook, fmt)
+    assert result.exit_code == 0, result.output
+    rows = list(csv.reader(io.StringIO(result.stdout)))
+    listed = {row[0] if fmt != "canvas" else row[3] for row in rows[1:]} - {"", "Points Possible"}
+    expected = {"ada", "bob", "cy"} | ({"dee"} if fmt != "moodle" else set())  # moodle: graded students only
+    assert listed == expected, rows  # zed (not on the roster) and ola (another assignment) are not listed
+    assert ("left out 2 id(s) graded or recorded for mini but not on the roster: typo, zed "
+            "(grade export --everyone lists them)") in result.stderr
+    everyone = run_export(course, gradebook, fmt, "--everyone")
+    rows = list(csv.reader(io.StringIO(everyone.stdout)))
+    listed = {row[0] if fmt != "canvas" else row[3] for row in rows[1:]} - {"", "Points Possible"}
+    assert listed == expected | {"zed"}  # graded for mini; ola never, typo has no grade to export
+    assert "left out" not in everyone.stderr
+    if fmt == "moodle":  # zed has no email to match on: said so, with what to map instead
+        assert ("1 row(s) have no email address (zed): in Moodle, map 'ID number' or 'Username' to the user"
+                in everyone.stderr)
+
+
+def test_canvas_rows_carry_the_section_and_both_sis_ids(course: Path, gradebook: Path):
+    with_strangers(gradebook)
+    rows = list(csv.reader(io.StringIO(run_export(course, gradebook, "canvas").stdout)))
+    assert rows[-1] == ["Dee Absent", "", "dee", "dee", "Lab B", ""]
+
+
+def test_without_a_roster_an_export_lists_the_students_graded_for_the_assignment(course: Path, tmp_path: Path):
+    path = tmp_path / "no-roster.sqlite"
+    with Gradebook(path) as book:
+        for student, assignment in (("ada", "mini"), ("ola", "other")):
+            from dataclasses import replace
+
+            book.record(replace(graded(student, True), assignment_id=assignment),
+                        Submission(files={"mini.py": student.encode()}, source="x", form="folder", student=student))
+    result = run_export(course, path, "csv")
+    assert [row[0] for row in csv.reader(io.StringIO(result.stdout))] == ["student", "ada"]
+    assert result.stderr == ""

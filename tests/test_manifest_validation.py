@@ -120,7 +120,7 @@ def test_the_shipped_manifests_still_load_unchanged():
 
 
 @pytest.mark.parametrize("slip, words", [
-    ("call_timeout_s = 5", 'call_timeout_s = "30"'),
+    ("call_timeout_s = 30", 'call_timeout_s = "30"'),
     ("penalty_per_day = 0.25", "penalty_per_day = -0.5"),
 ])
 def test_grade_submit_refuses_a_broken_manifest_before_grading(tmp_path: Path, slip: str, words: str):

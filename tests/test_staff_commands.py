@@ -99,9 +99,9 @@ def test_an_override_is_audited_survives_a_regrade_and_shows_everywhere(grade, c
 @pytest.mark.parametrize("args, words", [
     (["--points", "41", "--task", "normalize", "--reason", "r"], "task 'normalize' is worth 40 points; 41 is more"),
     (["--points", "5", "--task", "nope", "--reason", "r"], "mini has no task 'nope'"),
-    (["--points", "-1", "--reason", "r"], "override points must be a number >= 0"),
-    (["--points", "101", "--reason", "r"], "mini is worth at most 100 points"),
-    (["--points", "5", "--reason", "  "], "give a reason"),
+    (["--total", "-1", "--reason", "r"], "override points must be a number >= 0"),
+    (["--total", "101", "--reason", "r"], "mini is worth at most 100 points"),
+    (["--total", "5", "--reason", "  "], "give a reason"),
     (["--clear", "--reason", "r"], "has no active override of the total"),
 ])
 def test_a_wrong_override_is_refused_with_one_line(grade, course: Path, args: list[str], words: str):
@@ -115,9 +115,15 @@ def test_an_override_needs_a_graded_submission_and_both_flags_make_no_sense(grad
     with Gradebook(course / ".grade" / "gradebook.sqlite") as book:
         book.record_error("bob", "mini", "0" * 64, "x")
     assert "bob has no graded submission of mini; grade it first" in \
-        grade("override", "mini", "bob", "--points", "5", "--reason", "r", code=2)
-    assert "give --points X to set an override, or --clear to end one" in \
-        grade("override", "mini", "bob", "--points", "5", "--clear", "--reason", "r", code=2)
+        grade("override", "mini", "bob", "--total", "5", "--reason", "r", code=2)
+    assert "--clear takes no --points or --total" in \
+        grade("override", "mini", "bob", "--total", "5", "--clear", "--reason", "r", code=2)
+    assert "give --task ID --points X (a task) or --total X (the total)" in \
+        grade("override", "mini", "bob", "--reason", "r", code=2)
+    assert "--total X sets the total; a task's points are --task ID --points X" in \
+        grade("override", "mini", "bob", "--task", "double", "--total", "5", "--reason", "r", code=2)
+    assert "give the points of task double: --points X" in \
+        grade("override", "mini", "bob", "--task", "double", "--reason", "r", code=2)
 
 
 @pytest.mark.sandbox
@@ -198,3 +204,59 @@ def test_a_job_is_graded_by_any_executor_with_its_due_date(tmp_path: Path):
     assert DueDate.from_dict(own.to_dict()) == own  # a due date travels as plain data
     assert pickle.loads(pickle.dumps(job)) == job  # a job crosses processes whole
     assert JobResult("s").error is None  # a plain-data result, whatever executor ran it
+
+
+def record_fake_grade(course: Path, student: str, normalize: bool = True) -> None:
+    """A recorded grading of `student` (no sandbox): double and the quiz passed, normalize as given."""
+    from grader.core.records import FAILED, PASSED, GradeResult, TestOutcome
+    from grader.core.scoring import score
+    from grader.intake.submission import Submission
+
+    manifest = assignment_of(course, "mini").manifest
+    outcomes = [TestOutcome(name="t1", task="double", status=PASSED, fraction=1.0),
+                TestOutcome(name="t2", task="normalize", status=PASSED if normalize else FAILED,
+                            fraction=1.0 if normalize else 0.0),
+                TestOutcome(name="quiz::row_sum", task="quiz", status=PASSED, fraction=1.0)]
+    result = GradeResult(assignment_id="mini", assignment_title=manifest.title, student=student, mode="submit",
+                         score=score(manifest, outcomes), outcomes=tuple(outcomes), findings=(),
+                         submission_sha256=(student * 64)[:64], submission_form="folder", submitted_at=None,
+                         graded_at="2026-12-01T13:00:00+00:00", seed=1, isolation="process",
+                         isolation_level="process", duration_s=1.0)
+    with Gradebook(course / ".grade" / "gradebook.sqlite") as book:
+        book.record(result, Submission(files={"mini.py": b"x\n"}, source="x", form="folder", student=student))
+
+
+def test_the_total_is_overridden_with_total_and_a_task_with_task_and_points(grade, course: Path):
+    record_fake_grade(course, "bob", normalize=False)
+    assert csv_row(grade, "bob")["total"] == "60"
+    out = grade("override", "mini", "bob", "--total", "75", "--reason", "the README says: the total")
+    assert "total" in out and "60 → 75" in out and "active" in out
+    assert csv_row(grade, "bob")["total"] == "75"
+    grade("override", "mini", "bob", "--task", "normalize", "--points", "20", "--reason", "partly right")
+    assert csv_row(grade, "bob")["normalize"] == "20" and csv_row(grade, "bob")["total"] == "75"  # the total wins
+    grade("override", "mini", "bob", "--clear", "--reason", "the task's override is enough")  # the total's
+    assert csv_row(grade, "bob")["total"] == "80"
+    grade("override", "mini", "bob", "--points", "70", "--reason", "an older script")  # --points alone: the total
+    assert csv_row(grade, "bob")["total"] == "70"
+    listed = grade("overrides", "mini", "bob")
+    assert listed.count("\tbob\ttotal\t70\t") == 1 and "\tbob\tnormalize\t20\t" in listed
+
+
+def test_roster_list_shows_the_class_list_and_with_everyone_who_is_not_on_it(grade, course: Path, tmp_path: Path):
+    roster = tmp_path / "roster.csv"
+    roster.write_text("id,name,email,section,extension_days\nada,Ada L,ada@x,Lab A,2\nbob,Bob K,bob@x,,\n")
+    grade("roster", "import", str(roster))
+    record_fake_grade(course, "ada")
+    record_fake_grade(course, "zed")  # graded, not on the roster
+    listed = grade("roster", "list")
+    lines = listed.splitlines()
+    assert lines[0] == "Roster: 2 student(s)"
+    assert lines[1] == "id\tname\temail\tsection\textension\tgraded\tnote"
+    assert lines[2:] == ["ada\tAda L\tada@x\tLab A\t2 day(s) more\tmini\t", "bob\tBob K\tbob@x\t\t\tnone\t"]
+    everyone = grade("roster", "list", "--everyone").splitlines()
+    assert everyone[-1] == "zed\t\t\t\t\tmini\tnot on the roster"
+    empty = tmp_path / "empty.sqlite"
+    with Gradebook(empty):
+        pass
+    assert grade("roster", "list", "--gradebook", str(empty)) == \
+        "Roster: 0 student(s): no roster imported (grade roster import ROSTER.csv)\n"

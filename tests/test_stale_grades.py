@@ -87,6 +87,12 @@ def test_a_batch_after_a_task_is_added_regrades_everyone_and_keeps_the_earlier_g
     stale = batch(course, submissions, gradebook)
     assert (count(stale, "graded"), count(stale, "skipped (already graded)"),
             count(stale, "regraded (stale: the grading changed)")) == (3, 0, 3)
+    rows = [line.split("\t") for line in stale.splitlines() if "\tregraded: the grading changed: " in line]
+    assert len(rows) == 3  # the table per student says what changed, and the totals before and after
+    for student, total, _, changed in rows:
+        expected = 10.0 if BY_ID[student].kind != "syntax" else 0.0
+        assert changed == f"regraded: the grading changed: {before[student]:g} → {before[student] + expected:g}"
+        assert total == f"{before[student] + expected:g} / 110"
     with Gradebook(gradebook) as book:
         latest = book.latest(ASSIGNMENT)
         assert book.count("submissions") == 3 and book.count("grading_history") == 3

@@ -1,5 +1,7 @@
-"""The `grade` command: thin Click commands (main.py) and the console output (console.py)."""
+"""The `grade` command: thin Click commands (main.py, and the staff's in class_commands.py) and the
+console output (console.py)."""
 
+from grader.cli import class_commands  # noqa: F401  (registers the staff's commands on main)
 from grader.cli.main import main
 
 __all__ = ["main"]

@@ -248,7 +248,7 @@ def print_summary(summary: BatchSummary, console=None) -> None:
     rows: Iterable[tuple[str, str]] = (
         ("graded", str(len(summary.graded))),
         ("skipped (already graded)", str(len(summary.skipped))),
-        ("regraded (stale: the grading changed)", str(len(summary.stale))),
+        ("of the graded, regraded (stale: the grading changed)", str(len(summary.stale))),
         ("errors", str(len(summary.errors))),
         ("mean score of this run", "-" if mean is None else f"{mean:.2f} / {summary.max_points:g}"),
         ("time", f"{summary.elapsed_s:.1f} s"),
@@ -256,11 +256,22 @@ def print_summary(summary: BatchSummary, console=None) -> None:
     for label, value in rows:
         table.add_row(label, value)
     console.print(table)
+    print_batch_students(summary, console)
     for student, error in sorted(summary.errors.items()):
         console.print(f"[red]✗ {escape(printable(student))}[/red]: {escape(printable(error))}")
     if summary.ignored:
         ignored = printable(", ".join(summary.ignored))
         console.print(f"[yellow]ignored (not a folder, .zip or .ipynb):[/yellow] {escape(ignored)}")
+
+
+def print_batch_students(summary: BatchSummary, console=None) -> None:
+    """One row per entry of the run: the student, their total as it stands, late days and penalty, and
+    what changed since the grading that counted before (pipeline.batch.StudentLine)."""
+    rows = [(line.student, "-" if line.total is None else f"{line.total:g} / {summary.max_points:g}",
+             f"{line.late_days} day(s): -{line.late_penalty:g}" if line.late_days else "",
+             line.change) for line in summary.lines]
+    _table(f"Students of this run ({summary.assignment_id})", ("student", "total", "late", "changed"), rows,
+           console, empty="no entries")
 
 
 def _table(title: str, columns: tuple[str, ...], rows: list[tuple], console=None, empty: str = "none") -> None:
@@ -274,11 +285,12 @@ def _table(title: str, columns: tuple[str, ...], rows: list[tuple], console=None
         console.print(f"{escape(printable(title))}: {escape(empty)}")
         return
     if not console.is_terminal:  # a pipe or a file: one tab-separated line per row, for scripts
-        console.print(escape(printable(title)), soft_wrap=True)
+        lines = [printable(title)]  # written as they are: rich would expand the tabs into spaces
         for line in (columns, *rows):
-            cells = (printable("" if cell is None else str(cell)).replace("\t", " ").replace("\n", " ")
-                     for cell in line)
-            console.print(escape("\t".join(cells)), soft_wrap=True, highlight=False)
+            lines.append("\t".join(printable("" if cell is None else str(cell)).replace("\t", " ").replace("\n", " ")
+                                   for cell in line))
+        console.file.write("".join(f"{line}\n" for line in lines))
+        console.file.flush()
         return
     table = Table(title=escape(printable(title)), title_justify="left")
     for column in columns:
@@ -357,3 +369,17 @@ def print_replay(replay, console=None) -> None:
                       + ("" if same_total else ", and the total") + ".")
     for line in replay.said:
         console.print(text(line))
+
+
+def print_roster(entries: list, extensions: dict, graded: dict[str, list[str]],
+                 everyone: list[str] | None = None, console=None) -> None:
+    """The roster (storage.gradebook.RosterEntry rows), with each student's roster extension and the
+    assignments graded; `everyone`: every known id, those not on the roster marked so."""
+    rows = [(e.id, e.name or "", e.email or "", e.section or "",
+             extensions[e.id].describe() if e.id in extensions else "", ", ".join(graded.get(e.id, [])) or "none",
+             "") for e in entries]
+    on_roster = {e.id for e in entries}
+    for student in sorted(set(everyone or ()) - on_roster):
+        rows.append((student, "", "", "", "", ", ".join(graded.get(student, [])) or "none", "not on the roster"))
+    _table(f"Roster: {len(entries)} student(s)", ("id", "name", "email", "section", "extension", "graded", "note"),
+           sorted(rows), console, empty="no roster imported (grade roster import ROSTER.csv)")

@@ -1,12 +1,19 @@
 """The `grade` command (contract: docs/CLI.md). Thin: parse, call the library,
-map GraderError to a one-line message and its exit code."""
+map GraderError to a one-line message and its exit code.
 
-# One module because it is one Click group, the `grade` command: each command only parses, calls the
-# library and prints, and the table of commands reads best in one place (docs/CLI.md follows it).
+Ctrl-C and SIGTERM stop any command within seconds: while a command runs, both
+raise `Stopped` where the command is, after the workers of every grading pool
+it runs were ended (grader.pipeline.local_pool.stop_every_pool), so every
+cleanup on the way out runs (a sandbox is closed, a gradebook write rolled
+back) and the command exits 130 (SIGINT) or 143 (SIGTERM) with one line saying
+so. A second signal while it stops ends the process at once.
+"""
 
 from __future__ import annotations
 
 import functools
+import os
+import signal
 import sys
 from datetime import datetime
 from pathlib import Path
@@ -38,6 +45,62 @@ def library_errors(command):
             raise GradeCommandError(exc) from exc
 
     return wrapper
+
+
+STOP_SIGNALS = {signal.SIGINT: ("SIGINT (Ctrl-C)", 130), signal.SIGTERM: ("SIGTERM", 143)}
+
+
+class Stopped(KeyboardInterrupt):
+    """A command stopped by a signal (see the module docstring)."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
+
+
+class StoppedBySignal(click.ClickException):
+    def __init__(self, signum: int):
+        name, self.exit_code = STOP_SIGNALS.get(signum, (f"signal {signum}", 128 + signum))
+        super().__init__(f"stopped by {name}: nothing more was graded; what was recorded before stays "
+                         f"recorded (run the command again to continue)")
+
+
+def _end_pools() -> None:
+    pools = sys.modules.get("grader.pipeline.local_pool")  # none imported: no pool to end
+    if pools is not None:
+        pools.stop_every_pool()
+
+
+def _stop(signum: int, _frame) -> None:
+    if _stop.requested:  # a second signal while stopping: end the process now
+        _end_pools()
+        os._exit(STOP_SIGNALS.get(signum, ("", 128 + signum))[1])
+    _stop.requested = True
+    _end_pools()
+    raise Stopped(signum)
+
+
+_stop.requested = False
+
+
+class GradeGroup(click.Group):
+    """The command group: while a command runs, Ctrl-C and SIGTERM stop it (see the module docstring)."""
+
+    def invoke(self, ctx: click.Context):
+        previous = {}
+        try:
+            for signum in STOP_SIGNALS:
+                previous[signum] = signal.signal(signum, _stop)
+        except ValueError:  # not the main thread: signals stay as they are
+            pass
+        _stop.requested = False
+        try:
+            return super().invoke(ctx)
+        except Stopped as exc:
+            raise StoppedBySignal(exc.signum) from None
+        finally:
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)
 
 
 def iso_datetime(_ctx, _param, value: str | None) -> datetime | None:
@@ -73,7 +136,7 @@ def interpret_kernels_without_gpu() -> None:
         os.environ.setdefault("TRITON_INTERPRET", "1")
 
 
-@click.group()
+@click.group(cls=GradeGroup)
 @click.option("--course", "course_dir", type=click.Path(file_okay=False), default=None,
               help="Course root (default: $GRADE_COURSE, else the nearest parent with assignments/).")
 @click.version_option(package_name="attention-course-grader")
@@ -232,16 +295,6 @@ def submit(course: Course, assignment: str, workspace: str | None, student: str 
 
 
 # ------------------------------------------------------------------ running a class
-def _existing_gradebook(course: Course, gradebook_path: str | None):
-    from grader.core.errors import GradebookError
-    from grader.storage.gradebook import Gradebook
-
-    path = course.gradebook_path(gradebook_path)
-    if not path.is_file():
-        raise GradebookError(f"no gradebook at {path} (grade some submissions first, or pass --gradebook)")
-    return Gradebook(path)
-
-
 @main.command()
 @click.argument("assignment")
 @click.argument("submissions_dir", type=click.Path(exists=True, file_okay=False))
@@ -270,7 +323,8 @@ def batch(course: Course, assignment: str, submissions_dir: str, jobs: int | Non
     """Grade a class: each entry of SUBMISSIONS_DIR (folder, .zip, .ipynb) is one student.
 
     Resumable: files already graded are skipped. Optional SUBMISSIONS_DIR/timestamps.csv
-    (student,submitted_at) dates the submissions for the late policy."""
+    (student,submitted_at) dates the submissions for the late policy. Ends with the counts and
+    one row per student: total, late, and what changed since the last grading."""
     from grader.cli.console import RichProgress, print_summary
     from grader.pipeline.batch import run_batch
     from grader.storage.gradebook import Gradebook
@@ -283,240 +337,6 @@ def batch(course: Course, assignment: str, submissions_dir: str, jobs: int | Non
                             allow_weak_sandbox=allow_weak_sandbox, executor_kind=executor_kind,
                             address=address, node_course=node_course, seed=seed)
     print_summary(summary)
-
-
-@main.group()
-def roster() -> None:
-    """The class list in the gradebook."""
-
-
-@roster.command("import")
-@click.argument("csv_path", type=click.Path(exists=True, dir_okay=False))
-@gradebook_option
-@pass_course
-@library_errors
-def roster_import(course: Course, csv_path: str, gradebook_path: str | None) -> None:
-    """Add or update students from a CSV with columns id,name,email[,extension_days].
-
-    extension_days: extra days on every assignment (blank: none), e.g. for an accommodation."""
-    from grader.storage.gradebook import Gradebook
-    from grader.storage.roster import read_roster
-
-    rows = read_roster(csv_path)
-    with Gradebook(course.gradebook_path(gradebook_path)) as book:
-        count = book.import_roster(rows)
-    click.echo(f"{count} student(s) imported into {course.gradebook_path(gradebook_path)}")
-    extended = sum(1 for row in rows if row.get("extension_days"))
-    if extended:
-        click.echo(f"{extended} with an extension on every assignment (extension_days)")
-
-
-# ------------------------------------------------------------------ staff decisions
-def staff_option(command):
-    return click.option("--by", "author", default=None,
-                        help="Who decides (recorded; default: $GRADE_STAFF, else your login name).")(command)
-
-
-@main.command()
-@click.argument("assignment")
-@click.argument("student")
-@click.option("--points", type=float, default=None, help="The points to give (the task's, or the total's).")
-@click.option("--task", "task_id", default=None, help="Override this task's points (default: the total).")
-@click.option("--reason", required=True, help="Why (recorded, and shown in the student's report).")
-@click.option("--clear", is_flag=True, help="Clear the override of --task (or of the total) instead.")
-@click.option("--all-tasks", is_flag=True, help="With --clear: clear every override of this student.")
-@staff_option
-@gradebook_option
-@pass_course
-@library_errors
-def override(course: Course, assignment: str, student: str, points: float | None, task_id: str | None,
-             reason: str, clear: bool, all_tasks: bool, author: str | None, gradebook_path: str | None) -> None:
-    """Set a student's score by hand, with a reason: a task's points (--task) or the total.
-
-    Audited (who, when, why, the total before and after), applied to the latest grading,
-    so it survives regrades; shown in grade report and the exports. --clear ends it (kept in the audit)."""
-    from grader.cli.console import print_overrides
-    from grader.pipeline.staff import clear_override, set_override
-
-    if clear == (points is not None):
-        raise click.UsageError("give --points X to set an override, or --clear to end one")
-    if all_tasks and not clear:
-        raise click.UsageError("--all-tasks goes with --clear")
-    with _existing_gradebook(course, gradebook_path) as book:
-        if clear:
-            records = clear_override(load_assignment(course, assignment), book, student, reason, task_id=task_id,
-                                     every_task=all_tasks, author=author)
-            click.echo(f"cleared {len(records)} override(s) of {student} in {assignment}")
-        else:
-            records = [set_override(load_assignment(course, assignment), book, student, points, reason,
-                                    task_id=task_id, author=author)]
-        print_overrides(records)
-
-
-@main.command()
-@click.argument("assignment")
-@click.argument("student", required=False)
-@click.option("--all", "include_cleared", is_flag=True, help="Cleared overrides too.")
-@gradebook_option
-@pass_course
-@library_errors
-def overrides(course: Course, assignment: str, student: str | None, include_cleared: bool,
-              gradebook_path: str | None) -> None:
-    """List the score overrides of an assignment (or of one student)."""
-    from grader.cli.console import print_overrides
-
-    course.assignment_dir(assignment)
-    with _existing_gradebook(course, gradebook_path) as book:
-        print_overrides(book.overrides(assignment, student, include_cleared=include_cleared))
-
-
-@main.command()
-@click.argument("assignment")
-@click.argument("student")
-@click.option("--days", type=float, default=None, help="Extra days past the deadline (fractions allowed).")
-@click.option("--hours", type=float, default=None, help="Extra hours past the deadline.")
-@click.option("--until", callback=iso_datetime, default=None,
-              help="A deadline of the student's own (ISO 8601 with a zone) instead.")
-@click.option("--reason", required=True, help="Why (recorded).")
-@click.option("--clear", is_flag=True, help="End the student's extension for this assignment instead.")
-@staff_option
-@gradebook_option
-@pass_course
-@library_errors
-def extension(course: Course, assignment: str, student: str, days: float | None, hours: float | None,
-              until: datetime | None, reason: str, clear: bool, author: str | None,
-              gradebook_path: str | None) -> None:
-    """Give a student more time on one assignment; the late policy uses it everywhere
-    (submit, batch, report, exports), for grades already recorded too."""
-    from grader.cli.console import print_extensions
-    from grader.pipeline.staff import end_extension, grant_extension
-    from grader.storage.gradebook import Gradebook
-
-    with Gradebook(course.gradebook_path(gradebook_path)) as book:
-        if clear:
-            if days is not None or hours is not None or until is not None:
-                raise click.UsageError("--clear takes no --days, --hours or --until")
-            end_extension(load_assignment(course, assignment), book, student, reason, author=author)
-            click.echo(f"ended the extension of {student} for {assignment}")
-            return
-        record = grant_extension(load_assignment(course, assignment), book, student, reason, days=days, hours=hours,
-                                 until=until, author=author)
-        print_extensions({student: record})
-
-
-@main.command()
-@click.argument("assignment")
-@gradebook_option
-@pass_course
-@library_errors
-def extensions(course: Course, assignment: str, gradebook_path: str | None) -> None:
-    """List the extensions that apply to an assignment (its own, and the roster's for every assignment)."""
-    from grader.cli.console import print_extensions
-
-    course.assignment_dir(assignment)
-    with _existing_gradebook(course, gradebook_path) as book:
-        print_extensions(book.extensions(assignment))
-
-
-@main.command()
-@click.argument("assignment")
-@click.argument("student", required=False)
-@gradebook_option
-@pass_course
-@library_errors
-def history(course: Course, assignment: str, student: str | None, gradebook_path: str | None) -> None:
-    """Every grading of an assignment (or of one student), oldest first; the latest counts."""
-    from grader.cli.console import print_history
-
-    course.assignment_dir(assignment)
-    with _existing_gradebook(course, gradebook_path) as book:
-        print_history(book.history(assignment, student))
-
-
-@main.command()
-@click.argument("assignment")
-@click.argument("student")
-@click.option("--files", "files", default=None,
-              help="Replay the grading of these files (a sha256 prefix, as grade history shows it; "
-                   "default: the student's latest submission).")
-@click.option("--record", is_flag=True,
-              help="Record the replay as a new grading of the same files (the earlier one kept in the history) "
-                   "and write the student's report again. Without it nothing is written.")
-@weak_sandbox_option
-@gradebook_option
-@pass_course
-@library_errors
-def replay(course: Course, assignment: str, student: str, files: str | None, record: bool,
-           allow_weak_sandbox: bool, gradebook_path: str | None) -> None:
-    """Grade a recorded submission again exactly as it was graded (its stored files, seed, dates, device and
-    sandbox level) and show what differs: each test's verdict and points, and the total.
-
-    Exit 0 when the replay is identical, 1 when anything differs (said with what could explain it:
-    versions, a changed hidden test or reference, the sandbox level, timing measured again)."""
-    from grader.cli.console import ActivityProgress, print_replay
-    from grader.pipeline.record import GradebookRow, HtmlReport
-    from grader.pipeline.replay import replay as replay_grading
-
-    interpret_kernels_without_gpu()
-    assigned = load_assignment(course, assignment)
-    report = course.report_path(student, assignment)
-    with _existing_gradebook(course, gradebook_path) as book:
-        sinks = ([HtmlReport(report, course.templates_dir), GradebookRow(book, "replayed (grade replay)")]
-                 if record else [])
-        with ActivityProgress(f"replaying {assignment} for {student}") as activity:
-            replayed = replay_grading(assigned, book, student, files=files, sinks=sinks, protected=(str(report),),
-                                      allow_weak_sandbox=allow_weak_sandbox, progress=activity)
-    print_replay(replayed)
-    if not replayed.identical:
-        sys.exit(1)
-
-
-@main.command()
-@click.argument("assignment")
-@click.option("--out", type=click.Path(dir_okay=False), default=None,
-              help="HTML file (default: <course>/.grade/reports/ASSIGNMENT-class.html).")
-@gradebook_option
-@pass_course
-@library_errors
-def report(course: Course, assignment: str, out: str | None, gradebook_path: str | None) -> None:
-    """The instructor's class report (HTML, staff only) from the gradebook."""
-    from grader.render.class_report import write_class_report
-
-    assigned = load_assignment(course, assignment)
-    with _existing_gradebook(course, gradebook_path) as book:
-        path = write_class_report(assigned, book, out)
-    click.echo(f"class report: {path}")
-
-
-@main.command()
-@click.argument("assignment")
-@click.option("--format", "fmt", type=click.Choice(["csv", "canvas", "moodle", "gradescope"]), required=True,
-              help="csv: one row per student; canvas, moodle: their grade-import CSV; "
-                   "gradescope: OUT/STUDENT/results.json.")
-@click.option("--out", type=click.Path(), default=None,
-              help="CSV file (default: stdout) or folder (default: <course>/.grade/exports/ASSIGNMENT-gradescope).")
-@click.option("--column", default=None,
-              help="canvas, moodle: the grade column's name (default: the assignment's title; for an existing "
-                   "Canvas assignment write it as Canvas does, 'Title (12345)').")
-@gradebook_option
-@pass_course
-@library_errors
-def export(course: Course, assignment: str, fmt: str, out: str | None, column: str | None,
-           gradebook_path: str | None) -> None:
-    """Grades for a spreadsheet or LMS, or per-student Gradescope results.json files (as they stand:
-    extensions and overrides applied)."""
-    from grader.render.exports import export_gradescope, export_table, gradescope_folder, write_csv
-
-    assigned = load_assignment(course, assignment)
-    with _existing_gradebook(course, gradebook_path) as book:
-        if fmt == "gradescope":
-            folder = gradescope_folder(assigned, out)
-            written = export_gradescope(assigned, book, folder)
-            click.echo(f"{len(written)} results.json file(s) under {folder}")
-        elif out is None:
-            click.echo(export_table(assigned, book, fmt, column), nl=False)
-        else:
-            click.echo(f"{fmt}: {write_csv(assigned, book, out, fmt, column)}", err=True)
 
 
 @main.group()
@@ -578,6 +398,9 @@ def release(course: Course, assignment: str, out: str | None) -> None:
     click.echo(f"{len(bundle.files)} file(s) checked: nothing from reference/ or kernels/")
     click.echo(f"zip: {bundle.zip_path}")
     click.echo(f"notebook: {bundle.notebook_path}")
+    click.echo(f"its README installs the grader with: {bundle.install}"
+               + ("" if bundle.install_configured else " (the default; course.toml's [release] install sets "
+                                                       "your course's own)"))
 
 
 @main.command()

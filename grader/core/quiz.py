@@ -16,6 +16,9 @@ from grader.core.errors import ManifestError
 from grader.core.records import FAILED, PASSED, PENDING, TestOutcome
 
 ANSWERS_FILE = "answers.toml"
+# What a student gave for one question (a quiz outcome's detail["answer"]): a fact for the reports,
+# so a blank answer is never counted as a wrong one.
+RIGHT, WRONG, BLANK, UNREADABLE = "right", "wrong", "blank", "unreadable"  # unreadable: no answers, or not TOML
 
 
 @dataclass(frozen=True)
@@ -94,17 +97,17 @@ def grade_quiz(questions: list[Question], key: dict, answers_text: str | None,
         given = answers.get(question.id)
         right = question.id in key and is_right(question, key[question.id], given)
         if right:
-            message = ""
+            message, answer = "", RIGHT
         elif problem:
-            message = problem
+            message, answer = problem, UNREADABLE
         elif given is None or given == "":
-            message = f"no answer given for {question.id!r}"
+            message, answer = f"no answer given for {question.id!r}", BLANK
         else:
-            message = f"not the expected answer; reread lecture {question.section}".strip()
+            message, answer = f"not the expected answer; reread lecture {question.section}".strip(), WRONG
         outcomes.append(TestOutcome(
             name=f"quiz::{question.id}", task=task_id, status=PASSED if right else FAILED,
             kind="" if right else "wrong", message=message, fraction=1.0 if right else 0.0,
-            visibility="visible", detail={"weight": question.weight / total * len(questions)},
+            visibility="visible", detail={"weight": question.weight / total * len(questions), "answer": answer},
         ))
     return outcomes
 

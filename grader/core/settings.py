@@ -7,6 +7,11 @@
     # The uids workers run as when the grader is root: one per running worker.
     uid_range = [60000, 60999]
 
+    [release]
+    # The command a student working alone installs the grader with, written into the
+    # README of every bundle `grade release` makes (default: DEFAULT_INSTALL).
+    install = "python -m pip install git+https://git.example.edu/attention-course.git"
+
 Every key is optional; a missing file means the defaults below. Values are
 checked by type and range, one clear error per problem.
 """
@@ -45,9 +50,38 @@ class SandboxSettings:
         return " or ".join("+".join(n for n in LAYER_ORDER if n in level) for level in self.require)
 
 
+def default_install() -> str:
+    """The grader as published under its package name, at this version."""
+    from grader import __version__
+
+    return f'python -m pip install "attention-course-grader=={__version__}"'
+
+
+@dataclass(frozen=True)
+class ReleaseSettings:
+    install: str = field(default_factory=default_install)  # how a student installs the grader (one command)
+    install_configured: bool = False  # whether course.toml said so, or it is the default
+
+
 @dataclass(frozen=True)
 class CourseSettings:
     sandbox: SandboxSettings = field(default_factory=SandboxSettings)
+    release: ReleaseSettings = field(default_factory=ReleaseSettings)
+
+
+def _release(table: object, where: str) -> ReleaseSettings:
+    if not isinstance(table, dict):
+        raise SettingsError(f"{where}: [release] must be a table")
+    unknown = sorted(set(table) - {"install"})
+    if unknown:
+        raise SettingsError(f"{where}: unknown [release] key(s) {', '.join(unknown)} (known: install)")
+    if "install" not in table:
+        return ReleaseSettings()
+    value = table["install"]
+    if not isinstance(value, str) or not value.strip() or "\n" in value.strip():
+        raise SettingsError(f"{where}: release.install must be one command line (a string), e.g. "
+                            f"\"python -m pip install git+https://...\"")
+    return ReleaseSettings(install=value.strip(), install_configured=True)
 
 
 def _sandbox(table: object, where: str) -> SandboxSettings:
@@ -83,7 +117,8 @@ def load_settings(course_root: Path) -> CourseSettings:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise SettingsError(f"{path}: not valid TOML: {exc}") from exc
-    unknown = sorted(set(data) - {"sandbox"})
+    unknown = sorted(set(data) - {"sandbox", "release"})
     if unknown:
-        raise SettingsError(f"{path}: unknown table(s) {', '.join(unknown)} (known: sandbox)")
-    return CourseSettings(sandbox=_sandbox(data.get("sandbox", {}), str(path)))
+        raise SettingsError(f"{path}: unknown table(s) {', '.join(unknown)} (known: sandbox, release)")
+    return CourseSettings(sandbox=_sandbox(data.get("sandbox", {}), str(path)),
+                          release=_release(data.get("release", {}), str(path)))

@@ -11,6 +11,14 @@ per file and one for the whole. Nothing is read before its size is known:
 The caps below apply to every form alike; archive paths are never trusted.
 Every problem, of any kind, is one SubmissionError naming the file and what
 to do.
+
+Where the assignment's files are: a folder or zip often wraps them in a
+folder or two (`s017/my_solution/attention.py`, a zip of a folder). When none
+of them is at the top, the folder below that holds them, at most
+WORKSPACE_DEPTH levels down (as Gradescope's uploads are searched), is graded
+as the workspace, and the submission says so (`found_in`, and a note). A
+hand-in that holds none of them anywhere is a SubmissionError listing what it
+does hold, not a graded zero.
 """
 
 from __future__ import annotations
@@ -44,6 +52,8 @@ MAX_DEPTH = 32  # folders inside folders
 MAX_ZIP_BYTES = 2 * MAX_TOTAL_BYTES  # a .zip file on disk
 MAX_RATIO = 200  # uncompressed / compressed size of one zip entry...
 RATIO_FLOOR = 1024 * 1024  # ...for entries larger than this
+WORKSPACE_DEPTH = 3  # how many folders down the assignment's files are looked for (as on Gradescope)
+LISTED_FILES = 12  # of a hand-in without the assignment's files, the names listed in its problem
 _OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | \
     getattr(os, "O_CLOEXEC", 0)
 
@@ -73,6 +83,7 @@ class Submission:
         return None if data is None else data.decode("utf-8", errors="replace")
 
     missing: tuple[str, ...] = ()  # files of the manifest that were not handed in
+    found_in: str = ""  # the folder inside the hand-in graded as the workspace ("": its top)
 
 
 def _shown(name: str) -> str:
@@ -237,14 +248,10 @@ def _from_zip(path: Path, module_files: tuple[str, ...]) -> dict[str, bytes]:
         with open_zip(fh, label, MAX_ENTRIES) as archive:
             entries = [e for e in archive.infolist() if not e.is_dir()]
             names = [_safe_name(e.filename) for e in entries]
-            tops = {PurePosixPath(n).parts[0] for n in names if n}
-            strip = len(tops) == 1 and all(n and len(PurePosixPath(n).parts) > 1 for n in names if n)
             kept: dict[str, zipfile.ZipInfo] = {}
             for entry, name in zip(entries, names, strict=True):
                 if name is None or (entry.external_attr >> 16) & 0o170000 == 0o120000:  # symlink
                     continue
-                if strip:
-                    name = str(PurePosixPath(*PurePosixPath(name).parts[1:]))
                 if name in kept:
                     raise SubmissionError(f"{label} holds {_shown(name)} twice; zip the folder again")
                 check_entry(entry, label, max_bytes=MAX_TOTAL_BYTES, max_ratio=MAX_RATIO,
@@ -268,6 +275,44 @@ def _from_notebook(path: Path, module_files: tuple[str, ...]) -> dict[str, bytes
         files[ANSWERS_FILE] = answers.encode("utf-8")
     check_sizes(label, {name: len(text) for name, text in files.items()}, module_files)
     return files
+
+
+def _listing(names: list[str]) -> str:
+    if not names:
+        return "nothing"
+    shown = [_shown(name) for name in sorted(names)[:LISTED_FILES]]
+    more = len(names) - len(shown)
+    return ", ".join(shown) + (f" and {more} more" if more > 0 else "")
+
+
+def locate_workspace(files: dict[str, bytes], expected: tuple[str, ...],
+                     label: str) -> tuple[dict[str, bytes], str]:
+    """(the files relative to the folder that holds the assignment's files, that folder's path).
+
+    The top counts when it holds any of `expected`; else the shallowest folder below that holds one
+    (at most WORKSPACE_DEPTH down), when it is the only one at its depth. Raises SubmissionError when
+    no folder holds any of them (listing what the hand-in holds) or two folders do."""
+    if any(name in files for name in expected):
+        return files, ""
+    holders: dict[int, set[str]] = {}
+    for name in files:
+        path = PurePosixPath(name)
+        depth = len(path.parts) - 1
+        if path.name in expected and 1 <= depth <= WORKSPACE_DEPTH:
+            holders.setdefault(depth, set()).add(str(path.parent))
+    wanted = ", ".join(expected)
+    if not holders:
+        raise SubmissionError(f"{label} holds none of the assignment's files ({wanted}), at its top or up to "
+                              f"{WORKSPACE_DEPTH} folders down; it holds: {_listing(list(files))}; hand in a "
+                              f"folder, .zip or .ipynb with {wanted}")
+    shallowest = holders[min(holders)]
+    if len(shallowest) > 1:
+        folders = ", ".join(f"{_shown(folder)}/" for folder in sorted(shallowest))
+        raise SubmissionError(f"{label} holds the assignment's files in more than one folder ({folders}); "
+                              f"hand in one folder with {wanted}")
+    folder = shallowest.pop()
+    prefix = folder + "/"
+    return {name[len(prefix):]: data for name, data in files.items() if name.startswith(prefix)}, folder
 
 
 def load_submission(path: str | Path, module_files: tuple[str, ...], *, student: str | None = None,
@@ -309,8 +354,14 @@ def load_submission(path: str | Path, module_files: tuple[str, ...], *, student:
         raise SubmissionError(f"{label} could not be read ({type(exc).__name__}: {one_line(str(exc), 160)}); "
                               f"hand in a folder, a .zip or an .ipynb") from exc
     notes = []
+    found_in = ""
+    if form != "notebook":  # a notebook's cells make the modules: nothing to look for
+        files, found_in = locate_workspace(files, (*module_files, ANSWERS_FILE), label)
+    if found_in:
+        notes.append(f"the assignment's files were in the folder {_shown(found_in)}/ inside {label}: "
+                     f"that folder was graded")
     missing = tuple(name for name in module_files if name not in files)
     if missing:
         notes.append(f"missing file(s): {', '.join(missing)}")
     return Submission(files=files, source=str(path), form=form, student=student,
-                      submitted_at=submitted_at, notes=tuple(notes), missing=missing)
+                      submitted_at=submitted_at, notes=tuple(notes), missing=missing, found_in=found_in)

@@ -65,9 +65,11 @@ from grader.pipeline.jobs import GradingJob, JobResult, describe_failure
 from grader.pipeline.local_pool import LocalProcessExecutor
 from grader.pipeline.policy import require_sandbox
 from grader.pipeline.record import GradebookRow
+from grader.render.standing import standing_for
 from grader.storage.gradebook import ExtensionRecord, Gradebook
 from grader.storage.roster import read_timestamps
 
+FORCED = "regraded with --force"  # why files already graded are graded again when the batch is forced
 DEFAULT_JOBS = min(os.cpu_count() or 1, 8)  # each job is two processes: trusted worker + sandbox
 
 
@@ -92,10 +94,24 @@ class BatchSummary:
     max_points: float = 0.0
     elapsed_s: float = 0.0
     worker_s: float = 0.0  # sum of the jobs' own durations
+    lines: list[StudentLine] = field(default_factory=list)  # one per entry, by student id (batch_lines)
 
     @property
     def mean_score(self) -> float | None:
         return sum(self.scores.values()) / len(self.scores) if self.scores else None
+
+
+@dataclass(frozen=True)
+class StudentLine:
+    """One entry of a batch run, for the table that ends it: the grade as it stands after the run and
+    what changed since the grading that counted before it."""
+
+    student: str
+    outcome: str  # graded | regraded | skipped | error
+    total: float | None  # as it stands now (late policy, extension, overrides); None: no grade at all
+    late_days: int = 0
+    late_penalty: float = 0.0
+    change: str = ""  # in words: first grading, new files (40 → 80), unchanged, not graded: why...
 
 
 ProgressCallback = Callable[[str, str, BatchSummary], None]  # (event, student, summary so far)
@@ -145,6 +161,8 @@ class Recorder:
         self.progress = progress
         self.fingerprint = fingerprint  # what this batch grades with
         self.regrading: dict[str, str] = {}  # student → why their graded files are graded again
+        self.before: dict[str, float] = {}  # student → their total as it stood before this run
+        self.found_in: dict[str, str] = {}  # student → the folder inside their entry that was graded
 
     def error(self, entry: Entry, sha256: str, error: str) -> None:
         error = one_line(error, 2000)  # a record is one printable line, whatever the submission did
@@ -196,19 +214,26 @@ def plan(entries: list[Entry], intake: Intake, gradebook: Gradebook, recorder: R
 
     An entry that cannot be graded, or that the reader refuses, is recorded as its error here."""
     todo: deque[Entry] = deque()
+    manifest = intake.assignment.manifest
     for entry in entries:
+        earlier = standing_for(manifest, gradebook, entry.student) if not entry.problem else None
+        if earlier is not None:
+            recorder.before[entry.student] = earlier.total
         if entry.problem:
             recorder.error(entry, raw_sha256(entry.path), entry.problem)
             continue
         try:
-            sha256 = intake.load(entry).sha256
+            submission = intake.load(entry)
         except Exception as exc:  # whatever a submission makes the reader raise is that entry's error
             recorder.error(entry, raw_sha256(entry.path), describe_failure(exc))
             continue
+        sha256 = submission.sha256
+        if submission.found_in:
+            recorder.found_in[entry.student] = submission.found_in
         graded_with = gradebook.graded_fingerprint(entry.student, intake.assignment.id, sha256)
         if graded_with is not None:
             if force:
-                recorder.regrading[entry.student] = "regraded with --force"
+                recorder.regrading[entry.student] = FORCED
             elif graded_with == intake.assignment.fingerprint:
                 recorder.skipped(entry)
                 continue
@@ -219,6 +244,38 @@ def plan(entries: list[Entry], intake: Intake, gradebook: Gradebook, recorder: R
                 recorder.stale(entry)
         todo.append(entry)
     return todo
+
+
+def batch_lines(assignment: Assignment, gradebook: Gradebook, summary: BatchSummary,
+                recorder: Recorder) -> list[StudentLine]:
+    """One StudentLine per entry of the run, by student id (see StudentLine)."""
+    manifest = assignment.manifest
+    outcomes = {**{s: "skipped" for s in summary.skipped}, **{s: "graded" for s in summary.graded},
+                **{s: "regraded" for s in summary.graded if s in recorder.regrading},
+                **{s: "error" for s in summary.errors}}
+    lines = []
+    for student, outcome in sorted(outcomes.items()):
+        standing = standing_for(manifest, gradebook, student) if outcome != "error" or student in recorder.before \
+            else None
+        before = recorder.before.get(student)
+        now = standing.total if standing else None
+        if outcome == "error":
+            change = f"not graded: {summary.errors[student]}"
+            if before is not None:
+                change += f" (the earlier grade, {before:g}, still counts)"
+        elif outcome == "skipped":
+            change = "unchanged: same files, same grading"
+        else:
+            why = ("first grading" if before is None else
+                   FORCED if recorder.regrading.get(student) == FORCED else
+                   "regraded: the grading changed" if outcome == "regraded" else "new files")
+            change = why if before is None else f"{why}: {before:g} → {now:g}"
+        if student in recorder.found_in:
+            change += f"; its files were in the folder {recorder.found_in[student]}/ inside the entry"
+        score = standing.score if standing else None
+        lines.append(StudentLine(student, outcome, now, score.late_days if score else 0,
+                                 score.late_penalty if score else 0.0, change))
+    return lines
 
 
 EXECUTORS = ("local", "ray")  # local: a process pool here; ray: actors on a Ray cluster (docs/RAY.md)
@@ -287,5 +344,6 @@ def run_batch(assignment: Assignment, submissions_dir: str | Path, gradebook: Gr
     finally:
         if own_executor and executor is not None:
             executor.shutdown(cancel=True)
+    summary.lines = batch_lines(assignment, gradebook, summary, recorder)
     summary.elapsed_s = time.perf_counter() - started
     return summary

@@ -28,6 +28,7 @@ from grader.core.compat import UTC
 from grader.core.course import Course
 from grader.core.files import write_atomic
 from grader.core.manifest import Manifest
+from grader.core.quiz import BLANK, UNREADABLE, WRONG
 from grader.core.records import FAILED, GradeResult, Score, TaskScore, TestOutcome
 from grader.core.scoring import late_fraction
 from grader.core.text import one_line, printable_data
@@ -35,7 +36,7 @@ from grader.render.figures import percent, png_data_uri, pyplot
 from grader.render.kind_words import every_test_failed
 from grader.render.report import environment
 from grader.render.similarity import clusters, find_similar, instructor_sources
-from grader.render.standing import Standing, standings
+from grader.render.standing import Standing, class_list, standings
 from grader.storage.gradebook import Gradebook, SubmissionRecord
 
 FAST_SHARE = 0.25  # full marks in under this share of the class's median grading time is unusual
@@ -182,6 +183,21 @@ def _import_failure(result: GradeResult, outcome: TestOutcome) -> str:
     return "module failed to import" + (f" ({one_line(error, 160)})" if error else "")
 
 
+def _why_quiz_zero(outcomes: list[TestOutcome]) -> str:
+    """Why the quiz earned nothing: no readable answers, blank answers, wrong ones, or both (from each
+    question's recorded answer; a grading recorded before answers were kept says what its messages say)."""
+    messages = {o.message for o in outcomes}
+    answers = Counter(o.detail.get("answer") for o in outcomes)
+    if answers[UNREADABLE] or (None in answers and len(messages) == 1):
+        return one_line(sorted(messages)[0], 120)  # no answers.toml, or not valid TOML: one reason
+    blank, wrong = answers[BLANK], answers[WRONG] + answers[None]
+    if blank and not wrong:
+        return "every answer blank" if blank > 1 else "the answer is blank"
+    if wrong and not blank:
+        return "every answer wrong" if wrong > 1 else "the answer is wrong"
+    return f"{wrong} answer(s) wrong, {blank} blank"
+
+
 def _why_task_zero(result: GradeResult, task: TaskScore) -> str:
     """Why one task earned 0 of its points, in a few words."""
     if task.status == "forbidden":
@@ -195,8 +211,7 @@ def _why_task_zero(result: GradeResult, task: TaskScore) -> str:
     kinds = Counter(str(o.kind) for o in outcomes)
     kind, _ = kinds.most_common(1)[0]
     if task.kind == "quiz":
-        messages = {o.message for o in outcomes}
-        return one_line(messages.pop(), 120) if len(messages) == 1 else "every answer wrong"
+        return _why_quiz_zero(outcomes)
     if kind == "import_failed":
         return _import_failure(result, next(o for o in outcomes if o.kind == "import_failed"))
     if kind == "timeout":
@@ -317,26 +332,35 @@ def _zeros(manifest: Manifest, students: list[dict]) -> list[dict]:
     return totals + tasks
 
 
-def class_view_model(assignment: Assignment, book: Gradebook, *,
+def class_view_model(assignment: Assignment, book: Gradebook, *, everyone: bool = False,
                      with_histogram: bool = True, with_similarity: bool = True, page: Path | None = None) -> dict:
     """Everything the class report shows, precomputed; every string made printable (grader/text.py).
 
-    `page`: where the report will be written (links to each student's report are relative to it)."""
+    The students are the class list (render/standing.class_list): the roster's, or with `everyone` the
+    students graded but not on it too; ids graded for the assignment but left out are named in
+    `off_roster`. `page`: where the report will be written (links to each student's report are
+    relative to it)."""
     course, assignment_id, manifest = assignment.course, assignment.id, assignment.manifest
-    by_student = standings(manifest, book)
+    graded = standings(manifest, book)
+    listing = class_list(book, assignment_id, set(graded), everyone=everyone)
+    by_student = {s: graded[s] for s in listing.students if s in graded}
     records = [_as_final(by_student[s]) for s in sorted(by_student)]
     latest = {r.student_id: r for r in records}
-    students = {s["id"]: s for s in book.students()}
+    students = {s: listing.info.get(s) or {} for s in listing.students}
+    all_errors = book.errors(assignment_id)
+    off_roster = [{"student": s, "total": graded[s].total if s in graded else None,
+                   "error": next((e["error"] for e in all_errors if e["student"] == s), "")}
+                  for s in listing.left_out()]
     current_fingerprint = assignment.fingerprint
     student_rows = [_student_row(course, manifest, by_student[r.student_id],
                                  (students.get(r.student_id) or {}).get("name") or "", page, current_fingerprint)
                     for r in records]
     totals = [r.total for r in records]
     percents = [percent(t, manifest.max_points) for t in totals]
-    errors = book.errors(assignment_id)
+    errors = all_errors  # every entry the grader could not grade, on the roster or not (a misnamed folder)
     missing = [{"student": s, "name": info.get("name") or "", "email": info.get("email") or "",
                 "error": any(e["student"] == s for e in errors)}
-               for s, info in sorted(students.items()) if s not in latest]
+               for s, info in sorted(students.items()) if s not in latest and listing.knows(s)]
     late = [{"student": r.student_id, "name": (students.get(r.student_id) or {}).get("name") or "",
              "submitted_at": r.submitted_at, "late_days": r.result.score.late_days,
              "penalty": r.late_penalty, "total": r.total, "due_at": r.result.score.due_at,
@@ -346,17 +370,19 @@ def class_view_model(assignment: Assignment, book: Gradebook, *,
     extensions = [{"student": student, "extension": record.describe(), "reason": record.reason,
                    "author": record.author, "granted_at": record.granted_at,
                    "scope": "every assignment (roster)" if not record.assignment_id else record.assignment_id}
-                  for student, record in sorted(book.extensions(assignment_id).items())]
-    overrides = _overrides(by_student, book, assignment_id)
-    history = _history(book, assignment_id, by_student)
+                  for student, record in sorted(book.extensions(assignment_id).items()) if student in students]
+    overrides = [o for o in _overrides(by_student, book, assignment_id) if o["student"] in students]
+    history = [h for h in _history(book, assignment_id, by_student) if h["student"] in students]
     fast, identical = _outliers(records)
     return printable_data({
         "title": manifest.title, "assignment": manifest.id, "max_points": manifest.max_points,
         "generated_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "deadline": manifest.deadline.isoformat() if manifest.deadline else None,
-        "counts": {"roster": len(students), "graded": len(records), "missing": len(missing),
+        "counts": {"roster": len(listing.info), "graded": len(records), "missing": len(missing),
                    "late": len(late), "errors": len(errors),
-                   "submissions": len(book.submissions(assignment_id))},
+                   "submissions": sum(r.student_id in students for r in book.submissions(assignment_id)),
+                   "off_roster": len(off_roster)},
+        "everyone": everyone, "off_roster": off_roster,
         "staff": {"overrides": sum(o["active"] for o in overrides), "extensions": len(extensions),
                   "regraded": len({h["student"] for h in history}),
                   "stale": sum(r.fingerprint != current_fingerprint for r in records),
@@ -395,9 +421,11 @@ def render_class_report(model: dict, templates_dir: Path) -> str:
     return environment(templates_dir).get_template("class_report.html.j2").render(**model)
 
 
-def write_class_report(assignment: Assignment, book: Gradebook, out: str | Path | None = None) -> Path:
-    """Render the report to `out` (default: <course>/.grade/reports/ASSIGNMENT-class.html)."""
+def write_class_report(assignment: Assignment, book: Gradebook, out: str | Path | None = None, *,
+                       everyone: bool = False) -> Path:
+    """Render the report to `out` (default: <course>/.grade/reports/ASSIGNMENT-class.html); `everyone`:
+    students graded but not on the roster too."""
     course = assignment.course
     path = Path(out) if out else course.reports_dir / f"{assignment.id}-class.html"
-    return write_atomic(path, render_class_report(class_view_model(assignment, book, page=path),
+    return write_atomic(path, render_class_report(class_view_model(assignment, book, everyone=everyone, page=path),
                                                   course.templates_dir))

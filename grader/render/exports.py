@@ -3,25 +3,31 @@ Canvas and Moodle, or one Gradescope results.json per student.
 
 Each student counts once, with their latest graded submission, as it stands
 (render/standing.py: the late policy with their current extension, then staff
-overrides). The generic CSV also lists every known student (roster) who has
-none, with blank scores, so a missing submission is visible rather than
-silently absent; its last columns say what staff changed (the total the
-grader computed, the overrides, the extension).
+overrides). Who is listed is the class list (render/standing.class_list): the
+roster's students, those without a submission too (blank scores, so a missing
+submission is visible rather than silently absent); ids graded for the
+assignment but not on the roster only with `everyone` (the CLI says how many
+it left out); ids recorded for other assignments never. Without a roster, the
+students graded for the assignment. The generic CSV's last columns say what
+staff changed (the total the grader computed, the overrides, the extension).
 
-The LMS files follow each importer's own rules:
+The LMS files carry the fields each importer matches students on:
 - Canvas (Grades → Import): a header `Student, ID, SIS User ID, SIS Login ID,
   Section, <assignment>`, then a `Points Possible` row. Canvas finds each
-  student by ID, else SIS User ID, else SIS Login ID (our student id goes
-  there), else name; a blank grade leaves Canvas's as it is, so students
-  without a submission are listed blank. The assignment column is the
-  manifest's title (a new assignment in Canvas) unless `column` names an
-  existing one, as Canvas writes it: `Title (12345)`.
-- Moodle (Grades → Import → CSV file): one row per graded student with
-  `ID number` (our student id), `Email address`, `Full name`, the grade and a
-  `Feedback` text; map "Email address" or "ID number" to the user when
-  importing. Moodle refuses the whole file when one row names nobody it
-  knows, and a blank grade would erase one, so students without a graded
-  submission are left out.
+  student by ID (Canvas's own number, which the grader does not know: blank),
+  else SIS User ID, else SIS Login ID, else the name. The student id goes in
+  both SIS columns (courses use it as either), the roster's name in
+  `Student` and its section in `Section`. A blank grade leaves Canvas's as it
+  is, so listed students without a submission are blank. The assignment
+  column is the manifest's title (a new assignment in Canvas) unless `column`
+  names an existing one, as Canvas writes it: `Title (12345)`.
+- Moodle (Grades → Import → CSV file): one row per listed graded student with
+  `ID number` and `Username` (the student id), `Email address` (the
+  roster's), `Full name`, the grade and a `Feedback` text; map any of the
+  three to the user when importing. Moodle refuses the whole file when one
+  row names nobody it knows, and a blank grade would erase one, so students
+  without a graded submission are left out (and `rows_without_email` names
+  the rows an email mapping could not match).
 
 A spreadsheet runs a cell that starts with `=`, `+`, `-`, `@`, a tab or a
 carriage return as a formula, so every text cell (ids, names, emails, times:
@@ -43,7 +49,7 @@ from grader.core.files import write_atomic
 from grader.core.student_ids import check_student_id
 from grader.core.text import printable
 from grader.render.results import gradescope_results, results_text, score_sentences
-from grader.render.standing import Standing, standings
+from grader.render.standing import ClassList, Standing, class_list, standings
 from grader.storage.gradebook import Gradebook
 
 FORMATS = ("csv", "canvas", "moodle", "gradescope")
@@ -51,7 +57,7 @@ TABLE_FORMATS = ("csv", "canvas", "moodle")  # one CSV file (export_table); grad
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 CANVAS_IDENTITY = ("Student", "ID", "SIS User ID", "SIS Login ID", "Section")
 CANVAS_POINTS_ROW = "Points Possible"
-MOODLE_IDENTITY = ("ID number", "Email address", "Full name")
+MOODLE_IDENTITY = ("ID number", "Username", "Email address", "Full name")
 STAFF_COLUMNS = ("computed_total", "overrides", "extension")
 
 
@@ -66,17 +72,23 @@ def _overrides_text(standing: Standing) -> str:
                      f"({o.reason}, {o.author})" for o in standing.score.overrides)
 
 
-def csv_rows(assignment: Assignment, book: Gradebook) -> tuple[list[str], list[list]]:
-    """Header and one row per student (roster students without a submission too)."""
+def listed(assignment: Assignment, book: Gradebook, everyone: bool = False) -> tuple[dict[str, Standing], ClassList]:
+    """The standings of the assignment and the class list an export covers (see the module docstring)."""
+    latest = standings(assignment.manifest, book)
+    return latest, class_list(book, assignment.id, set(latest), everyone=everyone)
+
+
+def csv_rows(assignment: Assignment, book: Gradebook, everyone: bool = False) -> tuple[list[str], list[list]]:
+    """Header and one row per listed student (roster students without a submission too)."""
     manifest = assignment.manifest
-    latest = standings(manifest, book)
-    known = {s["id"]: s for s in book.students()}
+    latest, students = listed(assignment, book, everyone)
+    known = students.info
     header = [spreadsheet_text(h) for h in ["student", "name", "email", "total", "max",
                                             *[task.id for task in manifest.tasks],
                                             "late_penalty", "late_days", "submitted_at", "graded_at",
                                             *STAFF_COLUMNS]]
     rows = []
-    for student in sorted(set(known) | set(latest)):
+    for student in students.students:
         info = known.get(student, {})
         standing = latest.get(student)
         who = [spreadsheet_text(student), spreadsheet_text(info.get("name")), spreadsheet_text(info.get("email"))]
@@ -95,19 +107,19 @@ def csv_rows(assignment: Assignment, book: Gradebook) -> tuple[list[str], list[l
     return header, rows
 
 
-def canvas_rows(assignment: Assignment, book: Gradebook,
-                column: str | None = None) -> tuple[list[str], list[list]]:
+def canvas_rows(assignment: Assignment, book: Gradebook, column: str | None = None,
+                everyone: bool = False) -> tuple[list[str], list[list]]:
     """Canvas's grade-import layout: identity columns, one assignment column, a Points Possible row,
-    then every known student (blank when they have no graded submission: Canvas leaves those as they are)."""
+    then every listed student (blank when they have no graded submission: Canvas leaves those as they are)."""
     manifest = assignment.manifest
-    latest = standings(manifest, book)
-    known = {s["id"]: s for s in book.students()}
+    latest, students = listed(assignment, book, everyone)
     header = [spreadsheet_text(h) for h in (*CANVAS_IDENTITY, column or manifest.title)]
     rows: list[list] = [[CANVAS_POINTS_ROW, "", "", "", "", f"{manifest.max_points:g}"]]
-    for student in sorted(set(known) | set(latest)):
-        name = (known.get(student) or {}).get("name") or student
+    for student in students.students:
+        info = students.info.get(student) or {}
         standing = latest.get(student)
-        rows.append([spreadsheet_text(name), "", "", spreadsheet_text(student), "",
+        rows.append([spreadsheet_text(info.get("name") or student), "", spreadsheet_text(student),
+                     spreadsheet_text(student), spreadsheet_text(info.get("section")),
                      f"{standing.total:g}" if standing else ""])
     return header, rows
 
@@ -120,31 +132,47 @@ def _moodle_feedback(standing: Standing) -> str:
     return " ".join(parts)
 
 
-def moodle_rows(assignment: Assignment, book: Gradebook,
-                column: str | None = None) -> tuple[list[str], list[list]]:
-    """Moodle's CSV grade import: one row per graded student (see the module docstring)."""
+def moodle_rows(assignment: Assignment, book: Gradebook, column: str | None = None,
+                everyone: bool = False) -> tuple[list[str], list[list]]:
+    """Moodle's CSV grade import: one row per listed graded student (see the module docstring)."""
     manifest = assignment.manifest
-    latest = standings(manifest, book)
-    known = {s["id"]: s for s in book.students()}
+    latest, students = listed(assignment, book, everyone)
     header = [spreadsheet_text(h) for h in (*MOODLE_IDENTITY, column or manifest.title, "Feedback")]
     rows = []
-    for student, standing in sorted(latest.items()):
-        info = known.get(student) or {}
-        rows.append([spreadsheet_text(student), spreadsheet_text(info.get("email")),
+    for student in students.students:
+        standing = latest.get(student)
+        if standing is None:
+            continue
+        info = students.info.get(student) or {}
+        rows.append([spreadsheet_text(student), spreadsheet_text(student), spreadsheet_text(info.get("email")),
                      spreadsheet_text(info.get("name")), f"{standing.total:g}",
                      spreadsheet_text(_moodle_feedback(standing))])
     return header, rows
 
 
+def rows_without_email(assignment: Assignment, book: Gradebook, everyone: bool = False) -> list[str]:
+    """The students a Moodle export lists without an email address (mapping "Email address" would not
+    match them: map "ID number" or "Username", or import a roster with their emails)."""
+    latest, students = listed(assignment, book, everyone)
+    return [s for s in students.students if s in latest and not (students.info.get(s) or {}).get("email")]
+
+
+def left_out(assignment: Assignment, book: Gradebook, everyone: bool = False) -> tuple[str, ...]:
+    """The ids graded (or recorded with an error) for the assignment that an export without `everyone`
+    leaves out, not being on the roster."""
+    return listed(assignment, book, everyone)[1].left_out()
+
+
 def export_table(assignment: Assignment, book: Gradebook, fmt: str = "csv",
-                 column: str | None = None) -> str:
-    """The CSV text of `fmt` (csv, canvas or moodle); `column` names the LMS's grade column."""
+                 column: str | None = None, everyone: bool = False) -> str:
+    """The CSV text of `fmt` (csv, canvas or moodle); `column` names the LMS's grade column;
+    `everyone`: students graded but not on the roster too."""
     if fmt not in TABLE_FORMATS:
         raise GraderError(f"unknown export format {fmt!r} (one CSV file: {', '.join(TABLE_FORMATS)})")
     if fmt == "csv":
-        header, rows = csv_rows(assignment, book)
+        header, rows = csv_rows(assignment, book, everyone)
     else:
-        header, rows = (canvas_rows if fmt == "canvas" else moodle_rows)(assignment, book, column)
+        header, rows = (canvas_rows if fmt == "canvas" else moodle_rows)(assignment, book, column, everyone)
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(header)
@@ -158,12 +186,12 @@ def export_csv(assignment: Assignment, book: Gradebook) -> str:
 
 
 def write_csv(assignment: Assignment, book: Gradebook, out: str | Path, fmt: str = "csv",
-              column: str | None = None) -> Path:
+              column: str | None = None, everyone: bool = False) -> Path:
     """Write export_table's text to `out` and return its path.
 
     Written whole or not at all (grader.core.files.write_atomic): a reader never sees half a
     file, and a failed export leaves the old one as it was."""
-    return write_atomic(out, export_table(assignment, book, fmt, column))
+    return write_atomic(out, export_table(assignment, book, fmt, column, everyone))
 
 
 def gradescope_folder(assignment: Assignment, out_dir: str | Path | None = None) -> Path:
@@ -171,10 +199,12 @@ def gradescope_folder(assignment: Assignment, out_dir: str | Path | None = None)
     return Path(out_dir) if out_dir else assignment.course.state_dir / "exports" / f"{assignment.id}-gradescope"
 
 
-def export_gradescope(assignment: Assignment, book: Gradebook, out_dir: str | Path) -> list[Path]:
-    """out_dir/STUDENT/results.json for every graded student (each id checked before anything is written)."""
-    manifest = assignment.manifest
-    latest = sorted(standings(manifest, book).items())
+def export_gradescope(assignment: Assignment, book: Gradebook, out_dir: str | Path,
+                      everyone: bool = False) -> list[Path]:
+    """out_dir/STUDENT/results.json for every listed graded student (each id checked before anything
+    is written)."""
+    graded, students = listed(assignment, book, everyone)
+    latest = [(student, graded[student]) for student in students.students if student in graded]
     for student, _ in latest:
         check_student_id(student, "gradebook", fix="correct it in the gradebook before exporting")
     written = []

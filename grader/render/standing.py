@@ -63,3 +63,35 @@ def standing_for(manifest: Manifest, book: Gradebook, student: str) -> Standing 
         return None
     return standing_of(manifest, record, book.extension_for(student, manifest.id),
                        book.overrides(manifest.id, student))
+
+
+@dataclass(frozen=True)
+class ClassList:
+    """Who a class report or an export lists: the roster's students (by default), or, with everyone,
+    every student graded for the assignment too; with no roster imported, the graded students."""
+
+    students: tuple[str, ...]  # the ids listed, sorted
+    info: dict[str, dict]  # id → {"name", "email", "section"} (blank for an id the roster does not know)
+    off_roster: tuple[str, ...]  # graded, or recorded with an error, for the assignment but not on the roster
+    has_roster: bool
+    everyone: bool
+
+    def knows(self, student: str) -> bool:
+        return student in self.info
+
+    def left_out(self) -> tuple[str, ...]:
+        """The off-roster ids this listing leaves out (none with `everyone`, or without a roster)."""
+        return () if self.everyone or not self.has_roster else self.off_roster
+
+
+def class_list(book: Gradebook, assignment_id: str, graded: set[str] | dict, *, everyone: bool = False) -> ClassList:
+    """The class list for `assignment_id`, given the ids `graded` for it (see ClassList). Ids recorded
+    for other assignments only are never listed; ids with a batch error for this one count as graded
+    here when they are not on the roster, so an entry misnamed in a batch shows up."""
+    roster = {entry.id: {"name": entry.name, "email": entry.email, "section": entry.section}
+              for entry in book.roster()}
+    recorded = set(graded) | {error["student"] for error in book.errors(assignment_id)}
+    off_roster = tuple(sorted(recorded - set(roster))) if roster else ()
+    listed = set(roster) | (set(graded) if everyone or not roster else set())
+    return ClassList(students=tuple(sorted(listed)), info=roster, off_roster=off_roster,
+                     has_roster=bool(roster), everyone=everyone)

@@ -46,6 +46,7 @@ from grader.core.errors import GraderError, SandboxFailed, SandboxRefused, Setti
 from grader.core.files import SKIPPED_PARTS, tree_files, write_atomic
 from grader.core.manifest import Manifest
 from grader.core.text import one_line
+from grader.intake.submission import WORKSPACE_DEPTH
 from grader.ship.release import ZIP_DATE
 
 HOME_ENV = "GRADE_AUTOGRADER_HOME"
@@ -60,7 +61,8 @@ MAX_TIMEOUT_MINUTES = 40
 # results (docs/GRADESCOPE.md has the measurements: about 40 s at one core, so twice that).
 STARTUP_ALLOWANCE_S = 120
 STOP_MARGIN_S = 20  # run_autograder stops the grader this long before Gradescope would stop it
-WORKSPACE_DEPTH = 3  # how deep run_gradescope looks for the one folder holding the assignment's files
+# How deep run_gradescope looks for the one folder holding the assignment's files: as deep as intake
+# looks inside any hand-in (grader.intake.submission.locate_workspace).
 
 SETUP_SH = """#!/usr/bin/env bash
 # Runs once when Gradescope builds the autograder image (as root, Ubuntu 22.04, Python 3.10,

@@ -64,6 +64,8 @@ class Release:
     zip_path: Path
     notebook_path: Path
     files: tuple[str, ...]
+    install: str = ""  # the command the bundle's README gives for installing the grader
+    install_configured: bool = False  # from course.toml's [release] install, or the default
 
 
 def bundle_files(assignment: Assignment) -> dict[str, bytes]:
@@ -285,11 +287,17 @@ def pristine_problems(bundle: dict[str, bytes], manifest: Manifest) -> list[str]
     return problems
 
 
-def readme_for_bundle(assignment_id: str, handout: bytes | None) -> bytes:
-    """The handout, followed by how to work from the unzipped folder alone."""
-    text = (handout or f"# {assignment_id}\n".encode()).decode("utf-8", errors="replace").rstrip()
-    return (text + "\n\n" + BUNDLE_README.format(assignment=assignment_id)).encode()
+def readme_for_bundle(assignment_id: str, handout: bytes | None, install: str | None = None) -> bytes:
+    """The handout, followed by how to work from the unzipped folder alone; `install`: the command that
+    installs the grader (default: the course settings' default, grader.core.settings.default_install)."""
+    from grader.core.settings import default_install
 
+    text = (handout or f"# {assignment_id}\n".encode()).decode("utf-8", errors="replace").rstrip()
+    return (text + "\n\n" + BUNDLE_README.format(assignment=assignment_id, install=install or default_install(),
+                                                 cpu_torch=CPU_TORCH)).encode()
+
+
+CPU_TORCH = "python -m pip install torch --index-url https://download.pytorch.org/whl/cpu"
 
 BUNDLE_README = """## Working from this folder
 
@@ -297,10 +305,16 @@ This folder is complete on its own: the manifest (`assignment.toml`), your
 starter files, the quiz (`quiz.toml`, answered in `answers.toml` where the
 assignment has one) and the public tests (`tests/`).
 
-1. Install the grader once (Python 3.10 or newer) with the command your course
-   gives you; it provides the `grade` command and the pytest plugin the tests
-   use. On a machine without a GPU, install the CPU build of torch first:
-   `python -m pip install torch --index-url https://download.pytorch.org/whl/cpu`.
+1. Install the grader once, with Python 3.10 or newer (Linux; on Windows, in
+   WSL). It provides the `grade` command and the pytest plugin the tests use.
+   In this folder:
+
+   ```bash
+   python -m venv .venv && . .venv/bin/activate
+   nvidia-smi >/dev/null 2>&1 || {cpu_torch}   # no NVIDIA GPU: the CPU build of torch (not 5 GB of CUDA)
+   {install}
+   ```
+
 2. In this folder, run the public tests in the sandbox, the way grading runs
    them: `grade check {assignment}`. It first prints the folder it checks.
    `grade check {assignment} --json results.json` also writes the results in
@@ -401,7 +415,8 @@ def release(assignment: Assignment, out_dir: str | Path | None = None) -> Releas
         raise ReleaseLeak("the release folder must not be inside the assignment it releases")
     out.mkdir(parents=True, exist_ok=True)
     zip_path = out / f"{assignment_id}.zip"
-    shipped = {**files, "README.md": readme_for_bundle(assignment_id, files.get("README.md"))}
+    shipped = {**files, "README.md": readme_for_bundle(assignment_id, files.get("README.md"),
+                                                       assignment.settings.release.install)}
     with zipfile.ZipFile(zip_path, "w", compression=zipfile.ZIP_DEFLATED) as archive:
         for name, data in sorted(shipped.items()):
             info = zipfile.ZipInfo(f"{assignment_id}/{name}", date_time=ZIP_DATE)
@@ -410,4 +425,5 @@ def release(assignment: Assignment, out_dir: str | Path | None = None) -> Releas
             archive.writestr(info, data)
     notebook_path = out / f"{assignment_id}.ipynb"
     nbformat.write(build_notebook(assignment_id, manifest.title, files, manifest.files), str(notebook_path))
-    return Release(zip_path, notebook_path, tuple(sorted(files)))
+    settings = assignment.settings.release
+    return Release(zip_path, notebook_path, tuple(sorted(files)), settings.install, settings.install_configured)

@@ -15,12 +15,21 @@ whatever grading is the latest, so they survive regrades) and `extensions`
 (per assignment, or for every assignment from the roster's `extension_days`
 column). Scoring applies both when a grade is read (scoring.final_score).
 
+The roster is the students table's rows imported from a roster file
+(`rostered_at` set); a student recorded only by a grading or an error is
+known but not on it, so reports and exports can keep to the class list.
+
 Schema versions (`PRAGMA user_version`): 0 is the first gradebook (no
-history, no fingerprints, no staff tables); 1 adds them. An older file is
-migrated in place, in one transaction, when it is opened: its rows are kept
-as they were, gradings without a fingerprint are treated as stale. A file
-written by a newer grader is refused rather than guessed at.
+history, no fingerprints, no staff tables); 1 adds them; 2 marks who is on
+the roster (and their section). An older file is migrated in place, in one
+transaction, when it is opened: its rows are kept as they were, gradings
+without a fingerprint are treated as stale, and a student with a name, an
+email or a roster extension counts as on the roster (version 1 kept no
+other trace of the roster). A file written by a newer grader is refused
+rather than guessed at.
 """
+# One module because the gradebook is the one writer of storage: every table's SQL sits beside the
+# schema and its migrations, behind one class's transactions.
 
 from __future__ import annotations
 
@@ -41,7 +50,7 @@ from grader.core.records import GradeResult, Override
 from grader.core.text import storable
 from grader.intake.submission import Submission
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 EVERY_ASSIGNMENT = ""  # the assignment id of an extension that applies to all (from the roster)
 STAFF_ENV = "GRADE_STAFF"  # who is recorded as the author of an override or extension
 
@@ -158,7 +167,13 @@ VERSION_1 = (  # history, fingerprints, staff overrides and extensions
         CHECK ((extra_s IS NULL) <> (until IS NULL))
     )""",
 )
-MIGRATIONS = {1: VERSION_1}  # to version N from N - 1
+VERSION_2 = (  # who is on the roster, and in which section
+    "ALTER TABLE students ADD COLUMN section TEXT",
+    "ALTER TABLE students ADD COLUMN rostered_at TEXT",  # NULL: known from a grading or an error alone
+    "UPDATE students SET rostered_at = strftime('%Y-%m-%dT%H:%M:%S+00:00', 'now') WHERE name IS NOT NULL OR "
+    "email IS NOT NULL OR id IN (SELECT student_id FROM extensions WHERE assignment_id = '')",
+)
+MIGRATIONS = {1: VERSION_1, 2: VERSION_2}  # to version N from N - 1
 TABLES = ("students", "submissions", "submission_files", "task_scores", "test_results", "batch_errors",
           "grading_history", "overrides", "extensions")
 
@@ -176,6 +191,17 @@ def default_author() -> str:
         return getpass.getuser()
     except (OSError, KeyError, ImportError):
         return "unknown"
+
+
+@dataclass(frozen=True)
+class RosterEntry:
+    """One student of the roster (grade roster import)."""
+
+    id: str
+    name: str | None
+    email: str | None
+    section: str | None
+    rostered_at: str  # when a roster last listed them
 
 
 @dataclass(frozen=True)
@@ -337,11 +363,14 @@ class Gradebook:
         """Add or update students. A row with an `extension_days` key sets (a number) or clears (None)
         the student's extension for every assignment; rows without the key leave it as it is."""
         author = author or default_author()
+        when = now_iso()
         with self._transaction() as db:
             for row in rows:
-                db.execute("INSERT INTO students (id, name, email) VALUES (?, ?, ?) "
-                           "ON CONFLICT(id) DO UPDATE SET name = excluded.name, "
-                           "email = excluded.email", (row["id"], row.get("name"), row.get("email")))
+                db.execute("INSERT INTO students (id, name, email, section, rostered_at) VALUES (?, ?, ?, ?, ?) "
+                           "ON CONFLICT(id) DO UPDATE SET name = excluded.name, email = excluded.email, "
+                           "rostered_at = excluded.rostered_at"
+                           + (", section = excluded.section" if "section" in row else ""),
+                           (row["id"], row.get("name"), row.get("email"), row.get("section"), when))
                 if "extension_days" not in row:
                     continue
                 days = row["extension_days"]
@@ -582,6 +611,26 @@ class Gradebook:
     def students(self) -> list[dict]:
         rows = self._db.execute("SELECT id, name, email FROM students ORDER BY id").fetchall()
         return [{"id": r[0], "name": r[1], "email": r[2]} for r in rows]
+
+    def roster(self) -> list[RosterEntry]:
+        """The students a roster listed (grade roster import), by id."""
+        rows = self._db.execute("SELECT id, name, email, section, rostered_at FROM students "
+                                "WHERE rostered_at IS NOT NULL ORDER BY id").fetchall()
+        return [RosterEntry(*row) for row in rows]
+
+    def extensions_for_every_assignment(self) -> dict[str, ExtensionRecord]:
+        """student → their active extension on every assignment (the roster's `extension_days`)."""
+        rows = self._db.execute(f"SELECT {_EXTENSION_COLUMNS} FROM extensions WHERE cleared_at IS NULL AND "
+                                "assignment_id = ? ORDER BY id", (EVERY_ASSIGNMENT,)).fetchall()
+        return {record.student_id: record for record in (ExtensionRecord(*row) for row in rows)}
+
+    def graded_assignments(self) -> dict[str, list[str]]:
+        """student → the assignments they have a graded submission of, sorted."""
+        found: dict[str, list[str]] = {}
+        for student, assignment in self._db.execute("SELECT DISTINCT student_id, assignment_id FROM submissions "
+                                                    "ORDER BY student_id, assignment_id"):
+            found.setdefault(student, []).append(assignment)
+        return found
 
     def errors(self, assignment_id: str) -> list[dict]:
         rows = self._db.execute("SELECT student_id, sha256, error, recorded_at FROM batch_errors "

@@ -1,4 +1,7 @@
-"""Class-level CSV inputs: the roster (id,name,email[,extension_days]) and submission times.
+"""Class-level CSV inputs: the roster (id,name,email[,section][,extension_days]) and submission times.
+
+`section` (optional column) is the student's section as the LMS names it
+(Canvas's grade import shows it; blank: none).
 
 `extension_days` (optional column) is a student's extra time on every
 assignment, in days (fractions allowed: 0.5 is twelve hours), for standing
@@ -21,7 +24,7 @@ from grader.core.compat import parse_iso
 from grader.core.errors import ClassDataError
 from grader.core.student_ids import check_student_id
 
-ROSTER_COLUMNS = ("id", "name", "email", "extension_days")
+ROSTER_COLUMNS = ("id", "name", "email", "section", "extension_days")
 TIMESTAMP_COLUMNS = ("student", "submitted_at")
 MAX_EXTENSION_DAYS = 365
 
@@ -59,12 +62,13 @@ def _extension_days(value: str, where: str) -> float | None:
 
 
 def read_roster(path: str | Path) -> list[dict]:
-    """Rows of `id,name,email` (name and email may be blank), with `extension_days` (float or
-    None) when the roster has that column."""
+    """Rows of `id,name,email` (name and email may be blank), with `section` (text or None) and
+    `extension_days` (float or None) when the roster has those columns."""
     rows = []
     seen: set[str] = set()
     parsed = _rows(Path(path), ("id",))
     with_extensions = bool(parsed) and "extension_days" in parsed[0]
+    with_sections = bool(parsed) and "section" in parsed[0]
     for number, row in enumerate(parsed, start=2):
         student = row.get("id", "")
         if not student:
@@ -74,6 +78,8 @@ def read_roster(path: str | Path) -> list[dict]:
             raise ClassDataError(f"{path}, line {number}: student {student!r} listed twice")
         seen.add(student)
         entry = {"id": student, "name": row.get("name") or None, "email": row.get("email") or None}
+        if with_sections:
+            entry["section"] = row.get("section") or None
         if with_extensions:
             entry["extension_days"] = _extension_days(row.get("extension_days") or "", f"{path}, line {number}")
         rows.append(entry)

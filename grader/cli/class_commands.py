@@ -1,0 +1,323 @@
+"""The course staff's commands on recorded grades: the roster, overrides, extensions, the grading
+history, the class report and the exports (contract: docs/CLI.md). Thin, as grader.cli.main: parse,
+call the library, print through grader.cli.console. Registered on the `grade` group by
+grader/cli/__init__.py."""
+
+from __future__ import annotations
+
+import sys
+from datetime import datetime
+
+import click
+
+from grader.cli.main import (
+    gradebook_option,
+    interpret_kernels_without_gpu,
+    iso_datetime,
+    library_errors,
+    load_assignment,
+    main,
+    pass_course,
+    weak_sandbox_option,
+)
+from grader.core.course import Course
+
+
+def _existing_gradebook(course: Course, gradebook_path: str | None):
+    from grader.core.errors import GradebookError
+    from grader.storage.gradebook import Gradebook
+
+    path = course.gradebook_path(gradebook_path)
+    if not path.is_file():
+        raise GradebookError(f"no gradebook at {path} (grade some submissions first, or pass --gradebook)")
+    return Gradebook(path)
+
+
+@main.group()
+def roster() -> None:
+    """The class list in the gradebook."""
+
+
+@roster.command("import")
+@click.argument("csv_path", type=click.Path(exists=True, dir_okay=False))
+@gradebook_option
+@pass_course
+@library_errors
+def roster_import(course: Course, csv_path: str, gradebook_path: str | None) -> None:
+    """Add or update students from a CSV with columns id,name,email[,extension_days].
+
+    extension_days: extra days on every assignment (blank: none), e.g. for an accommodation."""
+    from grader.storage.gradebook import Gradebook
+    from grader.storage.roster import read_roster
+
+    rows = read_roster(csv_path)
+    with Gradebook(course.gradebook_path(gradebook_path)) as book:
+        count = book.import_roster(rows)
+    click.echo(f"{count} student(s) imported into {course.gradebook_path(gradebook_path)}")
+    extended = sum(1 for row in rows if row.get("extension_days"))
+    if extended:
+        click.echo(f"{extended} with an extension on every assignment (extension_days)")
+
+
+@roster.command("list")
+@click.option("--everyone", is_flag=True, help="Also every id known from a grading or an error, not on the roster.")
+@gradebook_option
+@pass_course
+@library_errors
+def roster_list(course: Course, everyone: bool, gradebook_path: str | None) -> None:
+    """The roster: each student's id, name, email, section, extension and the assignments graded."""
+    from grader.cli.console import print_roster
+
+    with _existing_gradebook(course, gradebook_path) as book:
+        print_roster(book.roster(), book.extensions_for_every_assignment(), book.graded_assignments(),
+                     [s["id"] for s in book.students()] if everyone else None)
+
+
+# ------------------------------------------------------------------ staff decisions
+def staff_option(command):
+    return click.option("--by", "author", default=None,
+                        help="Who decides (recorded; default: $GRADE_STAFF, else your login name).")(command)
+
+
+@main.command()
+@click.argument("assignment")
+@click.argument("student")
+@click.option("--task", "task_id", default=None, help="The task whose points are set (with --points).")
+@click.option("--points", type=float, default=None, help="A task's points, with --task.")
+@click.option("--total", type=float, default=None, help="The total's points (the last word), instead of a task's.")
+@click.option("--reason", required=True, help="Why (recorded, and shown in the student's report).")
+@click.option("--clear", is_flag=True, help="End the override of --task, or without --task the total's.")
+@click.option("--all-tasks", is_flag=True, help="With --clear: clear every override of this student.")
+@staff_option
+@gradebook_option
+@pass_course
+@library_errors
+def override(course: Course, assignment: str, student: str, task_id: str | None, points: float | None,
+             total: float | None, reason: str, clear: bool, all_tasks: bool, author: str | None,
+             gradebook_path: str | None) -> None:
+    """Set a student's score by hand, with a reason: a task's points (--task ID --points X) or the
+    total (--total X).
+
+    Audited (who, when, why, the total before and after), applied to the latest grading,
+    so it survives regrades; shown in grade report and the exports. --clear ends it (kept in the audit)."""
+    from grader.cli.console import print_overrides
+    from grader.pipeline.staff import clear_override, set_override
+
+    if clear and (points is not None or total is not None):
+        raise click.UsageError("--clear takes no --points or --total: --clear --task ID ends a task's override, "
+                               "--clear alone the total's")
+    if total is not None and (task_id is not None or points is not None):
+        raise click.UsageError("--total X sets the total; a task's points are --task ID --points X")
+    if points is not None and task_id is None:  # scripts written before --total existed: still the total
+        total, points = points, None
+    if task_id is not None and not clear and points is None:
+        raise click.UsageError(f"give the points of task {task_id}: --points X")
+    if not clear and points is None and total is None:
+        raise click.UsageError("give --task ID --points X (a task) or --total X (the total) to set an override, "
+                               "or --clear to end one")
+    if all_tasks and not clear:
+        raise click.UsageError("--all-tasks goes with --clear")
+    points = total if total is not None else points
+    with _existing_gradebook(course, gradebook_path) as book:
+        if clear:
+            records = clear_override(load_assignment(course, assignment), book, student, reason, task_id=task_id,
+                                     every_task=all_tasks, author=author)
+            click.echo(f"cleared {len(records)} override(s) of {student} in {assignment}")
+        else:
+            records = [set_override(load_assignment(course, assignment), book, student, points, reason,
+                                    task_id=task_id, author=author)]
+        print_overrides(records)
+
+
+@main.command()
+@click.argument("assignment")
+@click.argument("student", required=False)
+@click.option("--all", "include_cleared", is_flag=True, help="Cleared overrides too.")
+@gradebook_option
+@pass_course
+@library_errors
+def overrides(course: Course, assignment: str, student: str | None, include_cleared: bool,
+              gradebook_path: str | None) -> None:
+    """List the score overrides of an assignment (or of one student)."""
+    from grader.cli.console import print_overrides
+
+    course.assignment_dir(assignment)
+    with _existing_gradebook(course, gradebook_path) as book:
+        print_overrides(book.overrides(assignment, student, include_cleared=include_cleared))
+
+
+@main.command()
+@click.argument("assignment")
+@click.argument("student")
+@click.option("--days", type=float, default=None, help="Extra days past the deadline (fractions allowed).")
+@click.option("--hours", type=float, default=None, help="Extra hours past the deadline.")
+@click.option("--until", callback=iso_datetime, default=None,
+              help="A deadline of the student's own (ISO 8601 with a zone) instead.")
+@click.option("--reason", required=True, help="Why (recorded).")
+@click.option("--clear", is_flag=True, help="End the student's extension for this assignment instead.")
+@staff_option
+@gradebook_option
+@pass_course
+@library_errors
+def extension(course: Course, assignment: str, student: str, days: float | None, hours: float | None,
+              until: datetime | None, reason: str, clear: bool, author: str | None,
+              gradebook_path: str | None) -> None:
+    """Give a student more time on one assignment; the late policy uses it everywhere
+    (submit, batch, report, exports), for grades already recorded too."""
+    from grader.cli.console import print_extensions
+    from grader.pipeline.staff import end_extension, grant_extension
+    from grader.storage.gradebook import Gradebook
+
+    with Gradebook(course.gradebook_path(gradebook_path)) as book:
+        if clear:
+            if days is not None or hours is not None or until is not None:
+                raise click.UsageError("--clear takes no --days, --hours or --until")
+            end_extension(load_assignment(course, assignment), book, student, reason, author=author)
+            click.echo(f"ended the extension of {student} for {assignment}")
+            return
+        record = grant_extension(load_assignment(course, assignment), book, student, reason, days=days, hours=hours,
+                                 until=until, author=author)
+        print_extensions({student: record})
+
+
+@main.command()
+@click.argument("assignment")
+@gradebook_option
+@pass_course
+@library_errors
+def extensions(course: Course, assignment: str, gradebook_path: str | None) -> None:
+    """List the extensions that apply to an assignment (its own, and the roster's for every assignment)."""
+    from grader.cli.console import print_extensions
+
+    course.assignment_dir(assignment)
+    with _existing_gradebook(course, gradebook_path) as book:
+        print_extensions(book.extensions(assignment))
+
+
+@main.command()
+@click.argument("assignment")
+@click.argument("student", required=False)
+@gradebook_option
+@pass_course
+@library_errors
+def history(course: Course, assignment: str, student: str | None, gradebook_path: str | None) -> None:
+    """Every grading of an assignment (or of one student), oldest first; the latest counts."""
+    from grader.cli.console import print_history
+
+    course.assignment_dir(assignment)
+    with _existing_gradebook(course, gradebook_path) as book:
+        print_history(book.history(assignment, student))
+
+
+@main.command()
+@click.argument("assignment")
+@click.argument("student")
+@click.option("--files", "files", default=None,
+              help="Replay the grading of these files (a sha256 prefix, as grade history shows it; "
+                   "default: the student's latest submission).")
+@click.option("--record", is_flag=True,
+              help="Record the replay as a new grading of the same files (the earlier one kept in the history) "
+                   "and write the student's report again. Without it nothing is written.")
+@weak_sandbox_option
+@gradebook_option
+@pass_course
+@library_errors
+def replay(course: Course, assignment: str, student: str, files: str | None, record: bool,
+           allow_weak_sandbox: bool, gradebook_path: str | None) -> None:
+    """Grade a recorded submission again exactly as it was graded (its stored files, seed, dates, device and
+    sandbox level) and show what differs: each test's verdict and points, and the total.
+
+    Exit 0 when the replay is identical, 1 when anything differs (said with what could explain it:
+    versions, a changed hidden test or reference, the sandbox level, timing measured again)."""
+    from grader.cli.console import ActivityProgress, print_replay
+    from grader.pipeline.record import GradebookRow, HtmlReport
+    from grader.pipeline.replay import replay as replay_grading
+
+    interpret_kernels_without_gpu()
+    assigned = load_assignment(course, assignment)
+    report = course.report_path(student, assignment)
+    with _existing_gradebook(course, gradebook_path) as book:
+        sinks = ([HtmlReport(report, course.templates_dir), GradebookRow(book, "replayed (grade replay)")]
+                 if record else [])
+        with ActivityProgress(f"replaying {assignment} for {student}") as activity:
+            replayed = replay_grading(assigned, book, student, files=files, sinks=sinks, protected=(str(report),),
+                                      allow_weak_sandbox=allow_weak_sandbox, progress=activity)
+    print_replay(replayed)
+    if not replayed.identical:
+        sys.exit(1)
+
+
+def everyone_option(command):
+    return click.option("--everyone", is_flag=True,
+                        help="Also the students graded but not on the roster (default: the roster's students; "
+                             "without a roster, everyone graded).")(command)
+
+
+def _say_left_out(left_out: tuple[str, ...], assignment: str, command: str) -> None:
+    if left_out:
+        click.echo(f"left out {len(left_out)} id(s) graded or recorded for {assignment} but not on the roster: "
+                   f"{', '.join(left_out)} ({command} --everyone lists them)", err=True)
+
+
+@main.command()
+@click.argument("assignment")
+@click.option("--out", type=click.Path(dir_okay=False), default=None,
+              help="HTML file (default: <course>/.grade/reports/ASSIGNMENT-class.html).")
+@everyone_option
+@gradebook_option
+@pass_course
+@library_errors
+def report(course: Course, assignment: str, out: str | None, everyone: bool, gradebook_path: str | None) -> None:
+    """The instructor's class report (HTML, staff only) from the gradebook: the roster's students."""
+    from grader.render.class_report import write_class_report
+    from grader.render.exports import left_out
+
+    assigned = load_assignment(course, assignment)
+    with _existing_gradebook(course, gradebook_path) as book:
+        path = write_class_report(assigned, book, out, everyone=everyone)
+        _say_left_out(left_out(assigned, book, everyone), assignment, "grade report")
+    click.echo(f"class report: {path}")
+
+
+@main.command()
+@click.argument("assignment")
+@click.option("--format", "fmt", type=click.Choice(["csv", "canvas", "moodle", "gradescope"]), required=True,
+              help="csv: one row per student; canvas, moodle: their grade-import CSV; "
+                   "gradescope: OUT/STUDENT/results.json.")
+@click.option("--out", type=click.Path(), default=None,
+              help="CSV file (default: stdout) or folder (default: <course>/.grade/exports/ASSIGNMENT-gradescope).")
+@click.option("--column", default=None,
+              help="canvas, moodle: the grade column's name (default: the assignment's title; for an existing "
+                   "Canvas assignment write it as Canvas does, 'Title (12345)').")
+@everyone_option
+@gradebook_option
+@pass_course
+@library_errors
+def export(course: Course, assignment: str, fmt: str, out: str | None, column: str | None, everyone: bool,
+           gradebook_path: str | None) -> None:
+    """Grades for a spreadsheet or LMS, or per-student Gradescope results.json files (as they stand:
+    extensions and overrides applied), for the roster's students."""
+    from grader.render.exports import (
+        export_gradescope,
+        export_table,
+        gradescope_folder,
+        left_out,
+        rows_without_email,
+        write_csv,
+    )
+
+    assigned = load_assignment(course, assignment)
+    with _existing_gradebook(course, gradebook_path) as book:
+        if fmt == "gradescope":
+            folder = gradescope_folder(assigned, out)
+            written = export_gradescope(assigned, book, folder, everyone)
+            click.echo(f"{len(written)} results.json file(s) under {folder}")
+        elif out is None:
+            click.echo(export_table(assigned, book, fmt, column, everyone), nl=False)
+        else:
+            click.echo(f"{fmt}: {write_csv(assigned, book, out, fmt, column, everyone)}", err=True)
+        _say_left_out(left_out(assigned, book, everyone), assignment, "grade export")
+        no_email = rows_without_email(assigned, book, everyone) if fmt == "moodle" else []
+        if no_email:
+            click.echo(f"{len(no_email)} row(s) have no email address ({', '.join(no_email)}): in Moodle, map "
+                       f"'ID number' or 'Username' to the user, or import a roster with their emails", err=True)

@@ -1,0 +1,119 @@
+"""The install commands people copy: the README's two commands (a newcomer on a machine with or
+without a GPU) and the README of a student bundle (a student working alone). Each command is taken
+from the text itself and run by bash with `python`, `grade` and `nvidia-smi` replaced by stubs that
+log what they were asked, so what the text makes a shell do is checked, not just what it says."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import zipfile
+from pathlib import Path
+
+import pytest
+from class_builder import FIXTURE
+from click.testing import CliRunner
+
+from grader.cli.main import main
+from tests.conftest import ROOT
+
+CPU_INDEX = "--index-url https://download.pytorch.org/whl/cpu"
+STUB = """#!/bin/sh
+echo "${0##*/} $*" >> "$CALLS"
+if [ "${0##*/}" = python ] && [ "$1 $2" = "-m venv" ]; then mkdir -p "$3/bin" && : > "$3/bin/activate"; fi
+exit 0
+"""
+
+
+def bash_block(markdown: str, after: str) -> list[str]:
+    """The command lines (comments and blanks left out) of the first ```bash block after the heading `after`."""
+    section = markdown[markdown.index(after):]
+    block = re.search(r"```bash\n(.*?)```", section, re.S).group(1)
+    return [line.strip() for line in block.splitlines() if line.strip() and not line.lstrip().startswith("#")]
+
+
+def run_with_stubs(command: str, folder: Path, *, gpu: bool | None) -> list[str]:
+    """Run `command` in bash with stub python and grade on PATH; nvidia-smi absent (gpu None), failing
+    (False: the driver finds no GPU) or succeeding (True). The stubs' calls, in order."""
+    stubs = folder / "stubs"
+    stubs.mkdir(exist_ok=True)
+    names = ["python", "grade"] + ([] if gpu is None else ["nvidia-smi"])
+    for name in names:
+        text = STUB if name != "nvidia-smi" else f"#!/bin/sh\nexit {0 if gpu else 9}\n"
+        (stubs / name).write_text(text)
+        (stubs / name).chmod(0o755)
+    mkdir = stubs / "mkdir"
+    if not mkdir.exists():
+        mkdir.symlink_to(shutil.which("mkdir"))
+    calls = folder / "calls.log"
+    calls.write_text("")
+    env = {"PATH": str(stubs), "CALLS": str(calls), "HOME": str(folder)}  # nothing else: no real nvidia-smi
+    done = subprocess.run([shutil.which("bash"), "-e", "-c", command], cwd=folder, env=env, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return calls.read_text().splitlines()
+
+
+# ------------------------------------------------------------------ the README's two commands
+def test_the_readme_has_two_commands_and_ci_runs_its_test_command():
+    install, tests = bash_block((ROOT / "README.md").read_text(), "## Two commands")
+    assert "pip install -e" in install and "grade submit assignment1" in install  # installs and runs the main job
+    assert tests == "python -m pytest -q"
+    ci = (ROOT / ".ci" / "run").read_text().splitlines()
+    assert tests in ci  # CI runs exactly the README's test command
+
+
+@pytest.mark.parametrize("gpu", [None, False, True], ids=["no nvidia-smi", "no GPU", "a GPU"])
+def test_the_first_command_installs_the_cpu_build_of_torch_where_there_is_no_gpu(tmp_path: Path, gpu):
+    install, _ = bash_block((ROOT / "README.md").read_text(), "## Two commands")
+    calls = run_with_stubs(install, tmp_path, gpu=gpu)
+    grader = 'python -m pip install -e .[dev]'
+    main_job = "grade submit assignment1 --workspace reference/assignment1 --student demo"
+    if gpu:
+        assert calls == [grader, main_job]  # pip's default torch is the CUDA build: nothing before it
+    else:
+        assert calls == [f"python -m pip install torch {CPU_INDEX}", grader, main_job]  # CPU torch first
+
+
+# ------------------------------------------------------------------ a student bundle's README
+def released_readme(course: Path, tmp_path: Path) -> tuple[str, str]:
+    result = CliRunner().invoke(main, ["--course", str(course), "release", "mini", "--out", str(tmp_path / "out")])
+    assert result.exit_code == 0, result.output
+    with zipfile.ZipFile(tmp_path / "out" / "mini.zip") as archive:
+        return archive.read("mini/README.md").decode(), result.output
+
+
+def test_a_bundles_readme_gives_a_student_the_commands_that_install_the_grader(tmp_path: Path):
+    course = tmp_path / "course"
+    shutil.copytree(FIXTURE, course, ignore=shutil.ignore_patterns("__pycache__", ".grade"))
+    readme, said = released_readme(course, tmp_path)
+    commands = bash_block(readme, "## Working from this folder")
+    from grader import __version__
+
+    default = f'python -m pip install "attention-course-grader=={__version__}"'
+    assert commands[-1] == default
+    assert f"its README installs the grader with: {default} (the default; course.toml's [release] install" in said
+    student = tmp_path / "student"
+    student.mkdir()
+    assert run_with_stubs("\n".join(commands), student, gpu=None) == [
+        "python -m venv .venv", f"python -m pip install torch {CPU_INDEX}",
+        f"python -m pip install attention-course-grader=={__version__}"]
+    assert run_with_stubs("\n".join(commands), student, gpu=True) == [
+        "python -m venv .venv", f"python -m pip install attention-course-grader=={__version__}"]
+
+    own = "python -m pip install git+https://git.example.edu/attention-course.git@2026"
+    (course / "course.toml").write_text(f'[release]\ninstall = "{own}"\n')
+    readme, said = released_readme(course, tmp_path)
+    assert bash_block(readme, "## Working from this folder")[-1] == own
+    assert said.splitlines()[-1] == f"its README installs the grader with: {own}"
+
+
+def test_a_release_install_that_is_not_one_command_is_refused(tmp_path: Path):
+    course = tmp_path / "course"
+    shutil.copytree(FIXTURE, course, ignore=shutil.ignore_patterns("__pycache__", ".grade"))
+    (course / "course.toml").write_text('[release]\ninstall = "pip install a\\nrm -rf ~"\n')
+    result = CliRunner().invoke(main, ["--course", str(course), "release", "mini", "--out", str(tmp_path / "o")])
+    assert result.exit_code == 2 and "release.install must be one command line" in result.output
+    assert not os.path.exists(tmp_path / "o")

@@ -1,0 +1,81 @@
+"""Ctrl-C and SIGTERM stop a command within seconds and leave no process behind.
+
+Each command runs as a real process under a child subreaper (tests/process_tree.py), so every
+process it starts, a grading pool's forkserver and workers and their sandboxes included, stays in
+a tree /proc can show, whatever dies first. Once the command is grading in a sandbox, the signal
+goes to its process group (as a terminal's Ctrl-C does) or to it alone (as `kill` and `timeout` do);
+then it must exit with the signal's code and one line, and nothing of its tree may remain. The
+bounds are generous (a busy machine is slow); what is checked is that nothing is left, not how fast.
+"""
+
+from __future__ import annotations
+
+import shutil
+import signal
+from pathlib import Path
+
+import pytest
+from class_builder import build_class
+from process_tree import TreeRun, environment, grade_command, stop_and_check
+
+from tests.conftest import MINI_COURSE
+
+
+@pytest.fixture
+def course(tmp_path: Path) -> Path:
+    target = tmp_path / "course"
+    shutil.copytree(MINI_COURSE, target, ignore=shutil.ignore_patterns("__pycache__", ".grade"))
+    return target
+
+
+@pytest.mark.sandbox
+@pytest.mark.slow
+@pytest.mark.parametrize("signum, group", [(signal.SIGINT, True), (signal.SIGTERM, False)],
+                         ids=["ctrl-c to the process group", "sigterm to the command"])
+def test_validate_stops_and_leaves_no_process(course: Path, tmp_path: Path, signum: int, group: bool):
+    tree = TreeRun(grade_command(course, "validate", "mini", "--jobs", "2"), env=environment(), cwd=str(tmp_path),
+                   folder=str(tmp_path))
+    try:
+        said = stop_and_check(tree, signum, group=group)
+    finally:
+        tree.close()
+    name = "SIGINT (Ctrl-C)" if signum == signal.SIGINT else "SIGTERM"
+    assert said.strip().splitlines()[-1] == (f"Error: stopped by {name}: nothing more was graded; what was "
+                                             f"recorded before stays recorded (run the command again to continue)")
+    assert "Traceback" not in said
+
+
+@pytest.mark.sandbox
+@pytest.mark.slow
+@pytest.mark.parametrize("signum, group", [(signal.SIGTERM, False), (signal.SIGINT, True)],
+                         ids=["sigterm to the command", "ctrl-c to the process group"])
+def test_batch_stops_keeps_what_it_recorded_and_leaves_no_process(tmp_path: Path, signum: int, group: bool):
+    from class_builder import STUDENTS
+
+    course, submissions = build_class(tmp_path, STUDENTS[:6])
+    gradebook = tmp_path / "gb.sqlite"
+    tree = TreeRun(grade_command(course, "batch", "mini", str(submissions), "--jobs", "2", "--gradebook",
+                                 str(gradebook), "--allow-weak-sandbox"), env=environment(), cwd=str(tmp_path),
+                   folder=str(tmp_path))
+    try:
+        said = stop_and_check(tree, signum, group=group)
+    finally:
+        tree.close()
+    assert "stopped by" in said and "Traceback" not in said
+    from grader.storage.gradebook import Gradebook
+
+    with Gradebook(gradebook) as book:  # whatever was recorded is whole; a rerun grades the rest
+        assert len(book.latest("mini")) < 6 and book.count("batch_errors") == 0
+
+
+@pytest.mark.sandbox
+@pytest.mark.slow
+def test_submit_stops_on_sigterm_and_closes_its_sandbox(course: Path, tmp_path: Path):
+    tree = TreeRun(grade_command(course, "submit", "mini", "--workspace", str(course / "reference" / "mini"),
+                                 "--student", "ada", "--allow-weak-sandbox"), env=environment(), cwd=str(tmp_path),
+                   folder=str(tmp_path))
+    try:
+        said = stop_and_check(tree, signal.SIGTERM, group=False)
+    finally:
+        tree.close()
+    assert "stopped by SIGTERM" in said and not (course / ".grade" / "gradebook.sqlite").exists()
