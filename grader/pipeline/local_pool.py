@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import multiprocessing
 import sys
+import time
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 
@@ -76,3 +77,20 @@ class LocalProcessExecutor:
         if self._pool is not None:
             self._pool.shutdown(wait=True, cancel_futures=cancel)
             self._pool = None
+
+    def terminate(self, grace_s: float = 3.0) -> None:
+        """End the workers now, whatever they are grading (a command interrupted): each is sent SIGTERM,
+        then SIGKILL after `grace_s`. A worker's sandboxes end with it (their lifeline is its pipe)."""
+        pool, self._pool = self._pool, None
+        if pool is None:
+            return
+        processes = list((getattr(pool, "_processes", None) or {}).values())  # no public handle on them
+        for process in processes:
+            process.terminate()
+        deadline = time.monotonic() + grace_s
+        for process in processes:
+            process.join(max(0.0, deadline - time.monotonic()))
+            if process.is_alive():
+                process.kill()
+                process.join(1.0)
+        pool.shutdown(wait=False, cancel_futures=True)
