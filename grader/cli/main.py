@@ -3,7 +3,6 @@ map GraderError to a one-line message and its exit code."""
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import sys
 from datetime import datetime
@@ -548,31 +547,12 @@ def release(course: Course, assignment: str, out: str | None) -> None:
 @pass_course
 @library_errors
 def new(course: Course, assignment: str, tasks: str, module: str | None, title: str | None) -> None:
-    """Write a new assignment that grade validate accepts as it stands: manifest, handout with its points
-    table, stubs, reference, public and hidden tests, a mutant per task, quiz, key, answers template."""
+    """Write a new assignment that grade validate accepts as it stands (docs/AUTHORING.md)."""
     from grader.pipeline.scaffold import new_assignment
 
     made = new_assignment(course, assignment, [t.strip() for t in tasks.split(",") if t.strip()], module, title)
-    for name in made.files:
-        click.echo(f"  {name}")
-    click.echo(f"{assignment}: {len(made.files)} files written. Next: grade validate {assignment} (green as it "
-               f"stands), then replace each task's placeholder; docs/AUTHORING.md walks through it.")
-
-
-@contextlib.contextmanager
-def sigterm_interrupts():
-    """While inside, SIGTERM stops the command as Ctrl-C does (KeyboardInterrupt in the main thread), so
-    that what it started is ended, not left running; the previous handler is put back after."""
-    import signal
-
-    def interrupt(_number, _frame):
-        raise KeyboardInterrupt
-
-    previous = signal.signal(signal.SIGTERM, interrupt)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
+    click.echo("\n".join([*(f"  {name}" for name in made.files), f"{assignment}: {len(made.files)} files written. "
+                          f"Next: grade validate {assignment}, then replace each task's placeholder."]))
 
 
 @main.command()
@@ -580,8 +560,7 @@ def sigterm_interrupts():
 @click.option("--jobs", type=click.IntRange(1, 64), default=None,
               help="Gradings run at once (default: this machine's cores).")
 @click.option("--seeds", type=click.IntRange(1, 20), default=None,
-              help="Hidden gradings of the reference and of each mutant, each under its own seed; a hidden test "
-                   "whose verdict differs between seeds is named (default: 2).")
+              help="Seeds each hidden grading runs under; a test whose verdict differs between them is named (2).")
 @click.option("--task", "tasks", multiple=True, help="Only the mutants of this task (repeatable).")
 @click.option("--mutant", "mutant_ids", multiple=True, help="Only this mutant (repeatable).")
 @click.option("--no-cache", is_flag=True, help="Grade everything again, even what is unchanged since the last run.")
@@ -590,61 +569,29 @@ def sigterm_interrupts():
 @library_errors
 def validate(course: Course, assignment: str | None, jobs: int | None, seeds: int | None, tasks: tuple[str, ...],
              mutant_ids: tuple[str, ...], no_cache: bool, checks_only: bool) -> None:
-    """Instructor self-test: consistency checks first; then reference full marks, stubs zero, every mutant
-    caught and diagnosed, no hidden test passed by a placeholder or depending on the seed.
-
-    Gradings run in parallel and are kept by fingerprint, so a second run grades only what changed.
-    Each finished check prints one line, on a terminal or in a pipe."""
-    import time
-
-    from rich.console import Console
-    from rich.markup import escape
-
-    from grader.cli.console import ActivityProgress
-    from grader.core.text import printable
+    """Instructor self-test: consistency checks, then reference full marks, stubs zero, every mutant caught and
+    diagnosed, no hidden test passed by a placeholder or depending on the seed (docs/AUTHORING.md)."""
+    from grader.cli.console import ValidateOutput
+    from grader.cli.interrupts import sigterm_interrupts
     from grader.pipeline.validate import DEFAULT_SEEDS, ValidateOptions
     from grader.pipeline.validate import validate as run_validation
 
     interpret_kernels_without_gpu()
-    console = Console(soft_wrap=True, highlight=False)  # one line per check, also in a pipe
     if (tasks or mutant_ids) and not assignment:
         raise click.UsageError("--task and --mutant need the ASSIGNMENT they belong to")
-    assignments = [assignment] if assignment else course.assignment_ids()
     options = ValidateOptions(jobs=jobs, seeds=seeds or DEFAULT_SEEDS, tasks=tasks, mutant_ids=mutant_ids,
                               use_cache=not no_cache, checks_only=checks_only)
     failures = 0
-
     with sigterm_interrupts():
-        for assignment_id in assignments:
-            console.print(f"[bold]{assignment_id}[/bold]")
-            started = time.perf_counter()
-            with ActivityProgress(f"validating {assignment_id}") as activity:  # a terminal's spinner on stderr
-                activity.step("consistency checks")
-
-                def show(verdict) -> None:
-                    mark = "[green]✓[/green]" if verdict.ok else "[red]✗[/red]"
-                    task = f" [{printable(verdict.task)}]" if verdict.task else ""
-                    when = " (cached)" if verdict.cached else (f" ({verdict.seconds:.1f} s)" if verdict.seconds
-                                                               else "")
-                    console.print(f"  {mark} {escape(printable(verdict.subject))}{escape(task)}: "
-                                  f"{escape(printable(verdict.detail))}[dim]{escape(when)}[/dim]")
-                    activity.done(verdict.subject)
-
-                def announce(text: str) -> None:
-                    console.print(f"  [dim]{escape(printable(text))}[/dim]")
-                    activity.step(text)
-
+        for assignment_id in [assignment] if assignment else course.assignment_ids():
+            with ValidateOutput(assignment_id) as output:
                 try:
-                    verdicts = run_validation(load_assignment(course, assignment_id), progress=show,
-                                              options=options, announce=announce)
+                    verdicts = run_validation(load_assignment(course, assignment_id), progress=output.verdict,
+                                              options=options, announce=output.announce)
                 except KeyboardInterrupt:
-                    console.print(f"[red]interrupted[/red]: {assignment_id} not validated; no grading is left "
-                                  f"running")
+                    output.interrupted()
                     sys.exit(130)
-            failed = sum(not v.ok for v in verdicts)
-            failures += failed
-            console.print(f"[bold]{assignment_id}[/bold]: {len(verdicts) - failed} check(s) passed, {failed} failed, "
-                          f"in {time.perf_counter() - started:.1f} s")
+                failures += output.summary(verdicts)
     if failures:
         raise click.ClickException(f"{failures} validation check(s) failed")
 
