@@ -328,3 +328,47 @@ def test_an_interrupted_validate_stops_at_once_and_leaves_no_process(tmp_path: P
     while any(_alive(pid) for pid in under) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert not [pid for pid in under if _alive(pid)], "processes left behind"
+
+
+# ------------------------------------------------------------------ what a re-run grades again
+def _keys(course: Path, tmp: Path) -> dict[tuple[str, str, int], str]:
+    from grader.pipeline.validate import plan
+    from grader.pipeline.validate_cache import Fingerprints
+
+    assignment = assignment_of(course, NEW)
+    _, mutants = load_reference(assignment)
+    groups = plan(assignment, mutants, ValidateOptions(), tmp, Fingerprints(assignment, mutants))
+    return {(g.subject, g.suite, g.seed): g.key for group in groups for g in group.gradings}
+
+
+def test_editing_one_mutant_regrades_its_task_only(course: Path, tmp_path: Path):
+    before = _keys(course, tmp_path / "a")
+    assert len(before) == 11 and len(set(before.values())) == 11
+    assert _keys(course, tmp_path / "b") == before  # nothing changed: every grading is read back
+    edit(course / "reference" / NEW / "mutants.py", "def linear_attention_wrong_axis(x):\n"
+         "    return x / x.norm(dim=0, keepdim=True)", "def linear_attention_wrong_axis(x):\n"
+         "    return x / x.norm(dim=-2, keepdim=True)")
+    changed = {key for key, value in _keys(course, tmp_path / "c").items() if before[key] != value}
+    assert changed == {("linear_attention_wrong_axis", "hidden", FIRST_SEED),
+                       ("linear_attention_wrong_axis", "hidden", FIRST_SEED + 1),
+                       ("linear_attention_wrong_axis", "public", FIRST_SEED)}
+    # A hidden test grades the reference and every mutant again; the public gradings do not read it.
+    hidden = course / "reference" / NEW / "tests" / "test_feature_map.py"
+    hidden.write_text(hidden.read_text() + "\n# a comment changes the file\n")
+    edited = _keys(course, tmp_path / "d")
+    moved = {key for key, value in edited.items() if value != before[key]} - changed
+    assert {suite for _, suite, _ in moved} == {"hidden"} and len(moved) == 5  # reference ×2, stubs, a mutant ×2
+
+
+def test_points_tables_in_the_course_layouts_are_read(course: Path):
+    from grader.core.handout import table_problems
+
+    manifest = assignment_of(ROOT, "assignment3").manifest
+    text = (ROOT / "assignments" / "assignment3" / "README.md").read_text()
+    assert table_problems(text, manifest, {}, "README.md") == ([], 1)
+    drifted = (text.replace("| `kv_cache_bytes` | kv_cache | 5 |", "| `kv_cache_bytes` | kv_cache | 6 |")
+               .replace("| bonus: GQA inside the kernel | flash_gqa | +5 |",
+                        "| bonus: GQA inside the kernel | flash_gqa | 5 |"))
+    found, tables = table_problems(drifted, manifest, {}, "README.md")
+    assert tables == 1 and len(found) == 1 and "task kv_cache 6; the manifest gives it 5" in found[0]
+    # A bonus written without its "+" still has the manifest's points: only the number is read.
