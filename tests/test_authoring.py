@@ -372,3 +372,12 @@ def test_points_tables_in_the_course_layouts_are_read(course: Path):
     found, tables = table_problems(drifted, manifest, {}, "README.md")
     assert tables == 1 and len(found) == 1 and "task kv_cache 6; the manifest gives it 5" in found[0]
     # A bonus written without its "+" still has the manifest's points: only the number is read.
+
+
+def test_a_reference_that_does_not_import_is_named_and_nothing_is_graded(course: Path):
+    (course / "reference" / NEW / f"{NEW}.py").write_text("def feature_map(x:\n")
+    verdicts = {v.subject: v for v in validate(assignment_of(course, NEW))}  # no pool starts: fast lane
+    assert not verdicts["reference"].ok and "cannot be imported (SyntaxError" in verdicts["reference"].detail
+    assert "nothing was graded" in verdicts["reference"].detail
+    assert f"reference/{NEW}/{NEW}.py: not valid Python" in verdicts["signatures"].detail
+    assert "stubs" not in verdicts and "seeds" not in verdicts

@@ -267,6 +267,7 @@ class Group:
     suite: str
     gradings: list[Grading] = field(default_factory=list)
     reported: bool = False
+    problem: str = ""  # why it cannot be graded at all
 
 
 def seeds_of(count: int) -> tuple[int, ...]:
@@ -301,9 +302,12 @@ def plan(assignment: Assignment, mutants: list[Mutant], options: ValidateOptions
     subjects: list[tuple[str, Path, Mutant | None]] = [
         ("reference", reference_workspace(assignment, temp / "reference"), None),
         ("stubs", assignment.folder, None)]
-    for mutant in chosen_mutants(mutants, assignment.manifest, options):
-        subjects.append((mutant.id, reference_workspace(assignment, temp / "mutants" / mutant.id, mutant), mutant))
     groups: list[Group] = []
+    for mutant in chosen_mutants(mutants, assignment.manifest, options):
+        try:
+            subjects.append((mutant.id, reference_workspace(assignment, temp / "mutants" / mutant.id, mutant), mutant))
+        except (OSError, ValueError, SyntaxError) as exc:  # named by the consistency check "mutants" too
+            groups.append(Group(mutant.id, mutant, HIDDEN, problem=f"its workspace cannot be built: {exc}"))
     count = 0
     for subject, workspace, mutant in subjects:
         files = open_submission(assignment, workspace, student="validate").sha256
@@ -349,6 +353,8 @@ def judge_group(group: Group, manifest: Manifest, hidden_caught: dict[str, bool]
     seconds = round(sum(g.seconds for g in group.gradings), 2)
     cached = all(g.cached for g in group.gradings)
     common = dict(suite=group.suite, seeds=seeds, seconds=seconds, cached=cached)
+    if group.problem:
+        return Verdict(manifest.id, subject, task_id, False, group.problem, 0.0, manifest.max_points, **common)
     failed = [g for g in group.gradings if g.error is not None]
     if failed:
         return Verdict(manifest.id, subject, task_id, False, f"could not grade: {failed[0].error}",
@@ -480,11 +486,17 @@ def validate(assignment: Assignment, jobs: int | None = None, progress: Callable
         tell(verdict)
 
     started = time.perf_counter()
-    _, mutants = load_reference(assignment)
+    try:
+        _, mutants = load_reference(assignment)
+        broken = ""
+    except Exception as exc:  # the reference or the catalogue does not import: nothing can be graded
+        mutants, broken = [], f"{type(exc).__name__}: {exc}"
+        emit(Verdict(manifest.id, "reference", "", False, f"reference/{manifest.id}/ cannot be imported ({broken}), so "
+                     f"nothing was graded", 0.0, manifest.max_points))
     for check in consistency_checks(assignment, mutants):
         emit(Verdict(manifest.id, check.name, "", check.ok, check.detail, 0.0, manifest.max_points, check.suite))
     say(f"consistency checks: {time.perf_counter() - started:.1f} s")
-    if options.checks_only:
+    if options.checks_only or broken:
         return verdicts
     cache = ValidateCache(assignment, enabled=options.use_cache)
     fingerprints = Fingerprints(assignment, mutants)
