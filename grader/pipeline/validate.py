@@ -30,7 +30,7 @@ import tempfile
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from grader.core.assignment import Assignment
@@ -128,8 +128,9 @@ def judge_mutant(result: GradeResult, mutant: Mutant, task_id: str) -> tuple[boo
               and not t.bonus and t.kind != "timing" and t.earned < t.points]
     if others:
         names = ", ".join(t.task_id for t in others)
-        problems.append(f"also loses points on {names}: a reference function of {names} calls {mutant.function} "
-                        f"(the consistency check 'reference calls' names it); have both call a private helper")
+        problems.append(f"also loses points on {names}: the tests of {names} reach {mutant.function}, most often "
+                        f"through a reference function that calls it (the consistency check 'reference calls' names "
+                        f"it): have both call a private helper")
     diagnosed = {(o.diagnosis or {}).get("id") for o in result.outcomes
                  if o.task == task_id and o.status == "failed"}
     if mutant.id not in diagnosed:
@@ -558,6 +559,5 @@ def _cached_degenerate(assignment: Assignment, cache: ValidateCache, fingerprint
         return Verdict(assignment.id, "degenerate answers", "", False, f"could not run: {exc}", 0.0,
                        assignment.manifest.max_points)
     verdict = replace(verdict, seconds=round(time.perf_counter() - started, 2))
-    cache.put(key, {"verdict": {**verdict.__dict__, "seeds": list(verdict.seeds),
-                                "seed_dependent": list(verdict.seed_dependent)}})
+    cache.put(key, {"verdict": asdict(verdict)})
     return verdict

@@ -387,6 +387,8 @@ def role_of(name: str) -> str:
     parts = PurePosixPath(name).parts
     if parts and parts[0] == "kernels":
         return "a reference kernel"
+    if "similarity_sources" in parts:
+        return "a similarity source"
     if "tests" in parts[:-1] or parts[-1].startswith("test_") or parts[-1] == "conftest.py":
         return "a hidden test file"
     if parts[-1] == "mutants.py":
