@@ -9,7 +9,8 @@ name its failures: those of its task's functions (and the functions its task use
 `mutants.py` they all share. So editing one mutant regrades that task's mutants, not the assignment.
 
 Entries live under the course's `.grade/validate/<assignment>/`, one JSON file per fingerprint, written
-whole (grader.core.files.write_atomic); after a full run, entries no run used are removed.
+whole (grader.core.files.write_atomic). An entry read back is touched; after a full run, entries no run
+has used for KEEP_UNUSED_S are removed (an edit undone an hour later finds its gradings still there).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import hashlib
 import json
 import os
 import platform
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -29,6 +31,7 @@ from grader.core.files import tree_digest, tree_files, write_atomic
 from grader.harness.catalogue import Mutant
 
 CACHE_SCHEME = "v1"  # bump when what goes into a fingerprint changes
+KEEP_UNUSED_S = 7 * 24 * 3600  # an entry no run used for a week goes at the next full run
 CATALOGUE = "mutants.py"
 NOT_GRADING = frozenset({CATALOGUE, "answers.toml"})  # reference/<id>/ files no grading reads as such
 
@@ -148,8 +151,10 @@ class ValidateCache:
         self.used.add(key)
         if not self.enabled:
             return None
+        path = self.folder / f"{key}.json"
         try:
-            entry = json.loads((self.folder / f"{key}.json").read_text(encoding="utf-8"))
+            entry = json.loads(path.read_text(encoding="utf-8"))
+            os.utime(path)  # used now: kept by the next prune
         except (OSError, ValueError):
             return None
         return entry if isinstance(entry, dict) and entry.get("key") == key else None
@@ -159,13 +164,18 @@ class ValidateCache:
         if self.enabled:
             write_atomic(self.folder / f"{key}.json", json.dumps({**entry, "key": key}))
 
-    def prune(self) -> int:
-        """Remove the entries this run did not use (call after a full run only); how many went."""
+    def prune(self, now: float | None = None) -> int:
+        """Remove the entries no run used for KEEP_UNUSED_S (call after a full run only); how many went."""
         if not self.enabled or not self.folder.is_dir():
             return 0
+        now = time.time() if now is None else now
         removed = 0
         for path in self.folder.glob("*.json"):
-            if path.stem not in self.used:
+            try:
+                stale = path.stem not in self.used and now - path.stat().st_mtime > KEEP_UNUSED_S
+            except OSError:
+                continue
+            if stale:
                 path.unlink(missing_ok=True)
                 removed += 1
         return removed
