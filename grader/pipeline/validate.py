@@ -387,6 +387,17 @@ def judge_group(group: Group, manifest: Manifest, hidden_caught: dict[str, bool]
                    results[0].score.max_points, seed_dependent=tuple(sorted(flips)), **common)
 
 
+def caught(group: Group, manifest: Manifest) -> bool:
+    """Whether the hidden tests took points off the mutant's own task under some seed (True when there is
+    nothing to read: a grading that failed says so itself)."""
+    task = manifest.task_for_function(group.mutant.function) if group.mutant else None
+    results = [g.result for g in group.gradings if g.result is not None]
+    if task is None or not results:
+        return True
+    return any(t["task_id"] == task.id and t["earned"] < t["points"]
+               for result in results for t in result["score"]["tasks"])
+
+
 def seeds_verdict(manifest: Manifest, groups: list[Group], seeds: tuple[int, ...]) -> Verdict:
     """Every hidden test whose verdict flipped between seeds, on any workspace."""
     flipped: dict[str, list[str]] = {}
@@ -525,10 +536,9 @@ def validate(assignment: Assignment, jobs: int | None = None, progress: Callable
                     if not all(g.done for g in hidden.gradings):
                         continue  # judged after the hidden verdict, whose result its advice reads
                 group.reported = True
-                verdict = judge_group(group, manifest, hidden_caught)
                 if group.suite == HIDDEN and group.mutant is not None:
-                    hidden_caught[group.subject] = "not caught" not in verdict.detail
-                emit(verdict)
+                    hidden_caught[group.subject] = caught(group, manifest)
+                emit(judge_group(group, manifest, hidden_caught))
 
         def finished(grading: Grading) -> None:
             if grading.result is not None:
