@@ -21,7 +21,6 @@ from grader.cli.main import main
 from grader.core.course import Course
 from grader.core.errors import GraderError, ReleaseLeak
 from grader.harness.reference import load_reference
-from grader.pipeline.consistency import consistency_checks
 from grader.pipeline.scaffold import new_assignment
 from grader.pipeline.validate import FIRST_SEED, PUBLIC_SUFFIX, ValidateOptions, validate
 from grader.ship.release import release
@@ -51,10 +50,10 @@ def edit(path: Path, old: str, new: str) -> None:
 
 
 def problems(course: Path) -> dict[str, list[str]]:
-    """The consistency checks that fail, with their problems."""
-    assignment = assignment_of(course, NEW)
-    _, mutants = load_reference(assignment)
-    return {c.name: list(c.problems) for c in consistency_checks(assignment, mutants) if not c.ok}
+    """What `grade validate --checks-only` (its consistency checks, nothing graded) says fails: check → [detail]."""
+    verdicts = validate(assignment_of(course, NEW), options=ValidateOptions(checks_only=True))
+    assert all(v.suite in ("static", "hidden", "public") for v in verdicts)
+    return {v.subject: [v.detail] for v in verdicts if not v.ok}
 
 
 # ------------------------------------------------------------------ the skeleton
