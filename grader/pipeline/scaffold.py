@@ -94,8 +94,12 @@ def _handout(assignment_id: str, title: str, module: str, table: str, tasks: lis
     listed = ", ".join(f"`{t}`" for t in tasks)
     return f"""# {title} ({SECTION}–§11)
 
-Write each function in `{module}`: its docstring gives the shapes and the lecture section to read, and
-its body raises `NotImplementedError` until you replace it.
+<!-- Written by grade new. Replace each task's placeholder here, in the stubs, the reference, the tests
+     and the catalogue; grade validate checks that they agree (docs/AUTHORING.md). -->
+
+Write each function in `{module}`. Its docstring gives the shapes and the
+lecture section to read; its body raises `NotImplementedError` until you
+replace it.
 
 ## What you write
 
@@ -104,21 +108,21 @@ Each task's points are shared equally by its hidden tests.
 
 ## The tasks
 
-Every task ({listed}) starts as the same placeholder: each row of `x` scaled to unit length,
-`x / x.norm(dim=-1, keepdim=True)`, returned with the input's shape and dtype ({SECTION}). The instructor
-replaces it with the task's own computation.
+Each task ({listed}) asks for every row of `x` scaled to unit length:
+`x / x.norm(dim=-1, keepdim=True)`, with the input's shape and dtype ({SECTION}).
 
 ## Conventions
 
-- Inputs are `[..., n]`: the last axis holds features; anything in front is matched one to one.
-- float32 and float64; return the input's dtype. Inputs may be non-contiguous views; never change them
-  in place.
+- Inputs are `[..., n]`: the last axis holds features; anything in front is
+  matched one to one.
+- float32 and float64; return the input's dtype. Inputs may be non-contiguous
+  views; never change them in place.
 
 ## Checking your work
 
-    grade check {assignment_id}                 # the public tests, in the sandbox
+    grade check {assignment_id}               # the public tests, in the sandbox
     grade check {assignment_id} --task {tasks[0]}
-    pytest tests                           # the same tests with plain pytest, in this folder
+    pytest tests                         # the same tests with plain pytest, in this folder
 
 Answer the quiz (`quiz.toml`) in `answers.toml`.
 """
