@@ -163,7 +163,7 @@ def call_problems(authored: Authored) -> list[str]:
             for call in source.test_calls(path, authored.rel(path)):
                 where = f"{call.path}:{call.line}"
                 if call.how == "reference":
-                    target = references.get(call.function)
+                    target = references.get(call.function) or launchers.get(call.function)
                     if target is None:
                         problems.append(f"{where}: check.reference.{call.function} is not a function of the "
                                         f"reference modules")
