@@ -380,3 +380,17 @@ def test_a_reference_that_does_not_import_is_named_and_nothing_is_graded(course:
     assert "nothing was graded" in verdicts["reference"].detail
     assert f"reference/{NEW}/{NEW}.py: not valid Python" in verdicts["signatures"].detail
     assert "stubs" not in verdicts and "seeds" not in verdicts
+
+
+def test_a_formula_the_handout_states_is_no_leak_in_any_spelling():
+    from grader.ship.release import find_leaks
+
+    instructor = {"reference/x/a.py": b"import torch\n\n\ndef phi(x):\n    return torch.nn.functional.elu(x) + 1\n"}
+    helper = b"import torch\n\n\ndef _phi(q):\n    return torch.nn.functional.elu(q) + 1\n"
+    for handout in (b"The feature map is `F.elu(x) + 1`.\n", b"Compute\n\n    phi = elu(x) + 1\n",
+                    b"```python\ndef phi(x):\n    return F.elu(x) + 1\n```\n"):
+        assert find_leaks({"README.md": handout, "tests/test_public.py": helper}, instructor) == [], handout
+    for handout in (b"The feature map is `F.relu(x) + 1`.\n", b"The feature map is elu(x) + 1.\n"):
+        assert find_leaks({"README.md": handout, "tests/test_public.py": helper}, instructor) == [
+            "tests/test_public.py: same code as reference/x/a.py, the reference solution (compared as syntax "
+            "trees)"], handout
