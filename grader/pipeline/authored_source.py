@@ -103,16 +103,21 @@ def docstring(node: Function) -> str:
     return ast.get_docstring(node, clean=False) or ""
 
 
-def raises_not_implemented_first(node: Function) -> bool:
-    """Whether the first statement after the docstring is `raise NotImplementedError(...)`."""
+def not_implemented_message(node: Function) -> str | None:
+    """The message of the function's first statement after the docstring when it is `raise
+    NotImplementedError(...)` ("" without a constant message), else None."""
     body = list(node.body)
     if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
             and isinstance(body[0].value.value, str):
         body = body[1:]
     if not body or not isinstance(body[0], ast.Raise) or body[0].exc is None:
-        return False
-    raised = body[0].exc.func if isinstance(body[0].exc, ast.Call) else body[0].exc
-    return isinstance(raised, ast.Name) and raised.id == "NotImplementedError"
+        return None
+    exc = body[0].exc
+    raised = exc.func if isinstance(exc, ast.Call) else exc
+    if not (isinstance(raised, ast.Name) and raised.id == "NotImplementedError"):
+        return None
+    first = exc.args[0] if isinstance(exc, ast.Call) and exc.args else None
+    return first.value if isinstance(first, ast.Constant) and isinstance(first.value, str) else ""
 
 
 # ------------------------------------------------------------------------ what tests call

@@ -143,9 +143,14 @@ def signature_problems(authored: Authored) -> list[str]:
         filename, stub = stubs[name]
         where = f"{authored.rel(authored.assignment.folder / filename)}:{stub.lineno}"
         given = GIVEN_MARK in " ".join(source.docstring(stub).lower().split())
-        if not given and not source.raises_not_implemented_first(stub):
+        message = source.not_implemented_message(stub)
+        task = manifest.task_for_function(name)
+        if not given and message is None:
             problems.append(f"{where}: the stub of {name} must raise NotImplementedError first (or its docstring "
                             f"say 'Given; do not change.'), so that the untouched starter earns 0")
+        elif not given and task is not None and task.id not in (message or ""):
+            problems.append(f"{where}: the stub of {name} raises NotImplementedError without its task's id: write "
+                            f"raise NotImplementedError({task.id!r}), so plain pytest says which task to do")
         if "§" not in source.docstring(stub):
             problems.append(f"{where}: the docstring of {name} cites no lecture section (§N): say where to read")
     return problems
