@@ -394,3 +394,12 @@ def test_a_formula_the_handout_states_is_no_leak_in_any_spelling():
         assert find_leaks({"README.md": handout, "tests/test_public.py": helper}, instructor) == [
             "tests/test_public.py: same code as reference/x/a.py, the reference solution (compared as syntax "
             "trees)"], handout
+
+
+def test_narrowing_to_a_task_or_mutant_that_does_not_exist_is_refused_before_any_work(course: Path):
+    from grader.core.errors import UnknownTask
+
+    with pytest.raises(UnknownTask, match="has no task feature_mapp"):
+        validate(assignment_of(course, NEW), options=ValidateOptions(tasks=("feature_mapp",)))
+    with pytest.raises(UnknownTask, match="catalogue has no mutant nope .mutants: feature_map_wrong_axis, "):
+        validate(assignment_of(course, NEW), options=ValidateOptions(mutant_ids=("nope",)))

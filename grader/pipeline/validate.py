@@ -505,6 +505,7 @@ def validate(assignment: Assignment, jobs: int | None = None, progress: Callable
         mutants, broken = [], f"{type(exc).__name__}: {exc}"
         emit(Verdict(manifest.id, "reference", "", False, f"reference/{manifest.id}/ cannot be imported ({broken}), so "
                      f"nothing was graded", 0.0, manifest.max_points))
+    chosen_mutants(mutants, manifest, options)  # an unknown --task or --mutant is refused before any work
     for check in consistency_checks(assignment, mutants):
         emit(Verdict(manifest.id, check.name, "", check.ok, check.detail, 0.0, manifest.max_points, check.suite))
     say(f"consistency checks: {time.perf_counter() - started:.1f} s")
