@@ -1,7 +1,8 @@
 """Assignment 1's content holds together: the reference passes every hidden test,
-the stubs fail every test (cleanly, in the test body), every mutant fails only
-tests of its own task and is named by the diagnosis there, and the manifest,
-stubs, reference, quiz and key agree with each other.
+the stubs fail every test (cleanly, in the test body), and every mutant fails only
+tests of its own task and is named by the diagnosis there. (That the manifest,
+stubs, reference, quiz and key agree is grade validate's consistency checks,
+tests/test_assignments_consistent.py.)
 
 The suites run in two child processes (`python tests/test_assignment1_content.py
 PART OUT.json`, see tests/content_harness.py) that share the mutants between them;
@@ -12,13 +13,10 @@ student function rebound to it.
 
 from __future__ import annotations
 
-import inspect
 import sys
 from pathlib import Path
 
 import pytest
-
-from grader.core.compat import tomllib
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
@@ -113,7 +111,9 @@ def test_mutant_is_caught_only_by_its_task_and_named(runs, mutant_id):
     assert not problems, problems
 
 
-# ------------------------------------------------------------- static agreement
+# ------------------------------------------------------------- the manifest's rules
+# That stubs, reference, mutants and quiz agree is checked for every assignment by
+# tests/test_assignments_consistent.py (grade validate's consistency checks).
 
 
 def test_manifest_tasks_and_functions():
@@ -129,35 +129,6 @@ def test_manifest_tasks_and_functions():
             assert {"sdpa", "multihead_attention"} <= set(task.forbidden)
     assert "softmax" in manifest.task("softmax").forbidden
     assert "softmax" in manifest.task("scaled_dot_product_attention").forbidden
-
-
-def test_stubs_and_reference_share_signatures():
-    from reference.assignment1 import attention as reference
-
-    stubs = harness.load_file(ASSIGNMENT / "attention.py", "_a1_stubs")
-    for name in TASK_IDS:
-        stub, ref = getattr(stubs, name), getattr(reference, name)
-        assert inspect.signature(stub) == inspect.signature(ref), name
-        assert stub.__doc__ and "§" in stub.__doc__, name
-        with pytest.raises(NotImplementedError, match=name):
-            stub(*[None] * len([p for p in inspect.signature(stub).parameters.values()
-                                if p.default is inspect.Parameter.empty]))
-
-
-def test_every_mutant_is_registered_once_for_a_task_function():
-    mutants = _mutants()
-    ids = [m.id for m in mutants]
-    assert len(ids) == len(set(ids))
-    assert {m.function for m in mutants} == set(TASK_IDS)
-    for m in mutants:
-        assert m.section.startswith("§") and m.explanation and m.title
-
-
-def test_quiz_questions_key_and_answer_template_agree():
-    problems = harness.quiz_problems(ASSIGNMENT, REFERENCE)
-    assert not problems, problems
-    questions = tomllib.loads((ASSIGNMENT / "quiz.toml").read_text(encoding="utf-8"))["questions"]
-    assert 6 <= len(questions) <= 8
 
 
 if __name__ == "__main__":

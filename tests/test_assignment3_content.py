@@ -237,27 +237,6 @@ def _load_stub(filename: str):
     return harness.load_file(ASSIGNMENT / filename, f"_a3_stub_{Path(filename).stem}")
 
 
-def test_stubs_and_reference_share_signatures_and_raise_their_task():
-    from reference.assignment3 import efficient, flash
-
-    manifest = _manifest()
-    references = {"efficient.py": efficient, "flash.py": flash}
-    for task in manifest.tasks:
-        for function in task.functions:
-            if manifest.is_launcher(function):  # the course's launcher: the kernels are checked below
-                continue
-            filename = _module_of(function)
-            stub = getattr(_load_stub(filename), function)
-            ref = getattr(references[filename], function)
-            assert inspect.signature(stub) == inspect.signature(ref), function
-            assert stub.__doc__ and "§" in stub.__doc__, function
-            if function == "flash_attention_grads":  # given code: it calls flash_attention
-                continue
-            required = [p for p in inspect.signature(stub).parameters.values() if p.default is inspect.Parameter.empty]
-            with pytest.raises(NotImplementedError, match=task.id):
-                stub(*[None] * len(required))
-
-
 def test_stub_kernel_signature_spells_out_pointers_and_strides():
     stub = _load_stub("flash.py")
     from reference.assignment3 import flash
@@ -273,23 +252,6 @@ def test_stub_kernel_signature_spells_out_pointers_and_strides():
     source = (ASSIGNMENT / "flash.py").read_text(encoding="utf-8")
     assert "make_block_ptr" not in source and 'NotImplementedError("flash_launcher")' in source
     assert stub.BLOCK_N == __import__("reference.assignment3.flash", fromlist=["BLOCK_N"]).BLOCK_N
-
-
-def test_every_mutant_is_registered_once_for_a_task_function():
-    manifest = _manifest()
-    mutants = _mutants()
-    ids = [m.id for m in mutants]
-    assert len(ids) == len(set(ids)) and len(ids) >= 15
-    assert {manifest.task_for_function(m.function).id for m in mutants} == {
-        "gqa", "kv_cache", "sliding_window", "streaming", "flash_forward", "flash_launcher"}
-    for m in mutants:
-        assert m.section.startswith("§") and m.explanation and m.title
-        if manifest.is_launcher(m.function):  # a kernel mistake: a patch of the kernel, emulated in torch
-            assert m.patch, m.id
-            continue
-        ref = getattr(__import__(f"reference.assignment3.{Path(_module_of(m.function)).stem}",
-                                 fromlist=[m.function]), m.function)
-        assert list(inspect.signature(m.fn).parameters) == list(inspect.signature(ref).parameters), m.id
 
 
 @pytest.mark.slow
@@ -313,11 +275,9 @@ def test_static_checks_pass_the_reference_and_mutants_and_catch_the_cheats(tmp_p
         assert any(f.task == "flash_launcher" and f.group == group for f in findings), (fixture, findings)
 
 
-def test_quiz_questions_key_and_answer_template_agree():
+def test_the_lectures_own_numbers_answer_the_quiz():
     from grader.core.quiz import grade_quiz, load_key, load_questions
 
-    problems = harness.quiz_problems(ASSIGNMENT, REFERENCE)
-    assert not problems, problems
     loaded, answers = load_questions(ASSIGNMENT / "quiz.toml"), load_key(REFERENCE / "quiz_key.toml")
     lecture = "cost_4k_to_1m = 60000\nwindow_reach_mistral = 131040\ncost_4k_to_32k = 64\n"
     assert sum(o.status == "passed" for o in grade_quiz(loaded, answers, lecture)) == 3

@@ -118,3 +118,13 @@ def test_validate_shows_what_it_is_doing_on_a_terminal_and_keeps_stdout_whole(co
     shown = plain(terminal)
     assert "validating mini" in shown and "grading the reference, the stubs and every mutant" in shown
     assert "✓ reference" in stdout and "✓ stubs" in stdout  # the verdicts stay on stdout, redirected or not
+    # In a pipe: one line per finished check, never wrapped (COLUMNS is 140 here; rich's pipe default is 80),
+    # read back from the cache this time.
+    code, stdout, stderr = run(["--course", str(course), "validate", "mini"], terminal=False)
+    assert code == 0 and stderr == "", stderr
+    lines = stdout.splitlines()
+    checks = [line for line in lines if line.startswith(("  ✓ ", "  ✗ "))]
+    assert len(checks) >= 19
+    assert all(line.startswith(("mini", "  ")) for line in lines), lines  # no line carried over onto the next
+    assert any(len(line) > 140 and line.startswith("  ✓ degenerate answers: ") for line in checks), checks
+    assert sum("(cached)" in line for line in checks) == 9  # the degenerate answers and 8 gradings' verdicts

@@ -228,11 +228,12 @@ def test_a_reformatted_reference_and_quiz_key_make_release_exit_3(tmp_path: Path
     result = release(course, "assignment1", tmp_path / "out")
     assert result.exit_code == 3, result.output
     assert result.output.startswith("Error: refusing to release assignment1: ")  # + short functions found as text
-    assert (f"answers.toml: carries the answers of reference/assignment1/quiz_key.toml to {len(key)} of "
+    assert (f"answers.toml: carries the answers of reference/assignment1/quiz_key.toml, the quiz key, to {len(key)} of "
             f"{len(key)} question(s)") in result.output
-    assert "attention.py: same code as reference/assignment1/attention.py (compared as syntax trees)" in result.output
-    assert ("tests/test_softmax_more.py: same code as reference/assignment1/tests/test_softmax.py (compared as "
+    assert ("attention.py: same code as reference/assignment1/attention.py, the reference solution (compared as "
             "syntax trees)") in result.output
+    assert ("tests/test_softmax_more.py: same code as reference/assignment1/tests/test_softmax.py, a hidden test "
+            "file (compared as syntax trees)") in result.output
     assert not (tmp_path / "out").exists()
     assert tree_digest(ROOT / "assignments", ROOT / "reference", ROOT / "kernels") == real_tree_digest
 
@@ -281,24 +282,26 @@ NESTED_MUTANT = '''def helpers():
 
 @pytest.mark.parametrize("name, content, problems", [
     ("notes.py", RENAMED_REFERENCE, [
-        "notes.py: same code as reference/mini/mini.py (compared as syntax trees)"]),
+        "notes.py: same code as reference/mini/mini.py, the reference solution (compared as syntax trees)"]),
     ("notes.py", RENAMED_REFERENCE + "\nSCALE = 3\n", [
-        "notes.py: contains function double from reference/mini/mini.py (renamed twice), the same code in "
-        "another layout",
-        "notes.py: contains function normalize from reference/mini/mini.py (renamed softish), the same code in "
-        "another layout"]),
+        "notes.py: contains function double from reference/mini/mini.py, the reference solution (renamed twice), "
+        "the same code in another layout",
+        "notes.py: contains function normalize from reference/mini/mini.py, the reference solution (renamed "
+        "softish), the same code in another layout"]),
     ("helpers.py", NESTED_MUTANT, [
-        "helpers.py: contains function normalize_wrong_axis from reference/mini/mutants.py (renamed wrong_too), "
-        "the same code in another layout"]),
+        "helpers.py: contains function normalize_wrong_axis from reference/mini/mutants.py, the mistake catalogue "
+        "(renamed wrong_too), the same code in another layout"]),
     ("answers.toml", "ratio = '1.43'\nrow_sum = '1'\n", [
-        "answers.toml: carries the answers of reference/mini/quiz_key.toml to 2 of 2 question(s) (ratio, row_sum)"]),
+        "answers.toml: carries the answers of reference/mini/quiz_key.toml, the quiz key, to 2 of 2 question(s) "
+        "(ratio, row_sum)"]),
     ("quiz.toml", (FIXTURE / "assignments/mini/quiz.toml").read_text() + "\n[answers.extra]\nratio = 1.44\n", [
-        "quiz.toml: carries the answers of reference/mini/quiz_key.toml to 1 of 2 question(s) (ratio)"]),
+        "quiz.toml: carries the answers of reference/mini/quiz_key.toml, the quiz key, to 1 of 2 question(s) "
+        "(ratio)"]),
     ("key.toml", "[explanations]\nrow_sum = \"A softmax row is a probability distribution.\"\nratio = 'x'\n", [
-        "key.toml: carries text from reference/mini/quiz_key.toml"]),
+        "key.toml: carries text from reference/mini/quiz_key.toml, the quiz key"]),
     ("copy.toml", "[explanations]\nratio = \"e^0.36 ≈ 1.43.\"\nrow_sum = 'A softmax row is a probability "
                   "distribution.'\n[answers]\nratio = {tolerance = 0.03, value = 1.43}\nrow_sum = 1\n", [
-        "copy.toml: same TOML data as reference/mini/quiz_key.toml"]),
+        "copy.toml: same TOML data as reference/mini/quiz_key.toml, the quiz key"]),
 ])
 def test_meaning_level_leaks_in_the_mini_course(tmp_path: Path, name: str, content: str, problems: list[str]):
     course = mini_course_copy(tmp_path)
@@ -320,11 +323,11 @@ def test_stubs_given_helpers_and_blank_templates_are_not_leaks():
                                                      b'choices = ["a", "b"]\n'}
     assert find_leaks(bundle, instructor) == []
     bundle["a.py"] = bundle["a.py"].replace(b"Given; do not change.", b"A helper.")
-    assert find_leaks(bundle, instructor) == ["a.py: contains function g from reference/x/a.py, the same code in "
-                                              "another layout"]
+    assert find_leaks(bundle, instructor) == ["a.py: contains function g from reference/x/a.py, the reference "
+                                              "solution, the same code in another layout"]
     bundle["answers.toml"] = b'q = "b"\n'  # the choice's text is the same answer as its index
-    assert find_leaks(bundle, instructor)[-1] == ("answers.toml: carries the answers of reference/x/quiz_key.toml "
-                                                  "to 1 of 1 question(s) (q)")
+    assert find_leaks(bundle, instructor)[-1] == ("answers.toml: carries the answers of reference/x/quiz_key.toml, "
+                                                  "the quiz key, to 1 of 1 question(s) (q)")
 
 
 # -------------------------------------------------------------------- terminal

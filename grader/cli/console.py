@@ -383,3 +383,56 @@ def print_roster(entries: list, extensions: dict, graded: dict[str, list[str]],
         rows.append((student, "", "", "", "", ", ".join(graded.get(student, [])) or "none", "not on the roster"))
     _table(f"Roster: {len(entries)} student(s)", ("id", "name", "email", "section", "extension", "graded", "note"),
            sorted(rows), console, empty="no roster imported (grade roster import ROSTER.csv)")
+
+
+class ValidateOutput:
+    """What `grade validate` prints for one assignment: its name, one line per finished check (on a terminal
+    or in a pipe, never wrapped), what is about to run, and a summary; a spinner on a terminal's stderr."""
+
+    def __init__(self, assignment_id: str, console=None):
+        from rich.console import Console
+
+        self.assignment_id = assignment_id
+        self.console = console or Console(soft_wrap=True, highlight=False)  # one line per check, in a pipe too
+        self.activity = ActivityProgress(f"validating {assignment_id}")
+        self.started = 0.0
+
+    def __enter__(self) -> ValidateOutput:
+        import time
+
+        self.started = time.perf_counter()
+        self.console.print(f"[bold]{self.assignment_id}[/bold]")
+        self.activity.__enter__()
+        self.activity.step("consistency checks")
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.activity.__exit__(*exc)
+
+    def verdict(self, verdict) -> None:
+        from rich.markup import escape
+
+        mark = "[green]✓[/green]" if verdict.ok else "[red]✗[/red]"
+        task = f" [{printable(verdict.task)}]" if verdict.task else ""
+        when = " (cached)" if verdict.cached else (f" ({verdict.seconds:.1f} s)" if verdict.seconds else "")
+        self.console.print(f"  {mark} {escape(printable(verdict.subject))}{escape(task)}: "
+                           f"{escape(printable(verdict.detail))}[dim]{escape(when)}[/dim]")
+        self.activity.done(verdict.subject)
+
+    def announce(self, text: str) -> None:
+        from rich.markup import escape
+
+        self.console.print(f"  [dim]{escape(printable(text))}[/dim]")
+        self.activity.step(text)
+
+    def interrupted(self) -> None:
+        self.console.print(f"[red]interrupted[/red]: {self.assignment_id} not validated; no grading is left running")
+
+    def summary(self, verdicts: list) -> int:
+        """The last line; how many checks failed."""
+        import time
+
+        failed = sum(not v.ok for v in verdicts)
+        self.console.print(f"[bold]{self.assignment_id}[/bold]: {len(verdicts) - failed} check(s) passed, {failed} "
+                           f"failed, in {time.perf_counter() - self.started:.1f} s")
+        return failed

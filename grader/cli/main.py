@@ -403,40 +403,57 @@ def release(course: Course, assignment: str, out: str | None) -> None:
                                                        "your course's own)"))
 
 
+@main.command("new")
+@click.argument("assignment")
+@click.option("--tasks", required=True, help="The tasks, comma-separated (each starts with one function of its name).")
+@click.option("--module", default=None, help="The students' file (default: ASSIGNMENT.py).")
+@click.option("--title", default=None, help="The assignment's title (default: from its id).")
+@pass_course
+@library_errors
+def new(course: Course, assignment: str, tasks: str, module: str | None, title: str | None) -> None:
+    """Write a new assignment that grade validate accepts as it stands (docs/AUTHORING.md)."""
+    from grader.pipeline.scaffold import new_assignment
+
+    made = new_assignment(course, assignment, [t.strip() for t in tasks.split(",") if t.strip()], module, title)
+    click.echo("\n".join([*(f"  {name}" for name in made.files), f"{assignment}: {len(made.files)} files written. "
+                          f"Next: grade validate {assignment}, then replace each task's placeholder."]))
+
+
 @main.command()
 @click.argument("assignment", required=False)
 @click.option("--jobs", type=click.IntRange(1, 64), default=None,
-              help="Grade this many workspaces in parallel (default: one at a time).")
+              help="Gradings run at once (default: this machine's cores).")
+@click.option("--seeds", type=click.IntRange(1, 20), default=None,
+              help="Seeds each hidden grading runs under; a test whose verdict differs between them is named (2).")
+@click.option("--task", "tasks", multiple=True, help="Only the mutants of this task (repeatable).")
+@click.option("--mutant", "mutant_ids", multiple=True, help="Only this mutant (repeatable).")
+@click.option("--no-cache", is_flag=True, help="Grade everything again, even what is unchanged since the last run.")
+@click.option("--checks-only", is_flag=True, help="Only the consistency checks (seconds; nothing is graded).")
 @pass_course
 @library_errors
-def validate(course: Course, assignment: str | None, jobs: int | None) -> None:
-    """Instructor self-test: reference full marks, stubs zero, every mutant caught and diagnosed."""
-    from rich.console import Console
-    from rich.markup import escape
-
-    from grader.cli.console import ActivityProgress
-    from grader.core.text import printable
+def validate(course: Course, assignment: str | None, jobs: int | None, seeds: int | None, tasks: tuple[str, ...],
+             mutant_ids: tuple[str, ...], no_cache: bool, checks_only: bool) -> None:
+    """Instructor self-test: consistency checks, then reference full marks, stubs zero, every mutant caught and
+    diagnosed, no hidden test passed by a placeholder or depending on the seed (docs/AUTHORING.md)."""
+    from grader.cli.console import ValidateOutput
+    from grader.pipeline.validate import DEFAULT_SEEDS, ValidateOptions
     from grader.pipeline.validate import validate as run_validation
 
     interpret_kernels_without_gpu()
-    console = Console()
-    assignments = [assignment] if assignment else course.assignment_ids()
+    if (tasks or mutant_ids) and not assignment:
+        raise click.UsageError("--task and --mutant need the ASSIGNMENT they belong to")
+    options = ValidateOptions(jobs=jobs, seeds=seeds or DEFAULT_SEEDS, tasks=tasks, mutant_ids=mutant_ids,
+                              use_cache=not no_cache, checks_only=checks_only)
     failures = 0
-    for assignment_id in assignments:
-        console.print(f"[bold]{assignment_id}[/bold]")
-
-        with ActivityProgress(f"validating {assignment_id}") as activity:
-            activity.step("grading the reference, the stubs and every mutant")
-
-            def show(verdict) -> None:
-                mark = "[green]✓[/green]" if verdict.ok else "[red]✗[/red]"
-                task = f" [{printable(verdict.task)}]" if verdict.task else ""
-                console.print(f"  {mark} {escape(printable(verdict.subject))}{escape(task)}: "
-                              f"{escape(printable(verdict.detail))}")
-                activity.done(verdict.subject)
-
-            verdicts = run_validation(load_assignment(course, assignment_id), jobs=jobs, progress=show)
-        failures += sum(not v.ok for v in verdicts)
+    for assignment_id in [assignment] if assignment else course.assignment_ids():
+        with ValidateOutput(assignment_id) as output:
+            try:
+                verdicts = run_validation(load_assignment(course, assignment_id), progress=output.verdict,
+                                          options=options, announce=output.announce)
+            except KeyboardInterrupt:  # Stopped by Ctrl-C or SIGTERM (GradeGroup): say so, then stop
+                output.interrupted()
+                raise
+            failures += output.summary(verdicts)
     if failures:
         raise click.ClickException(f"{failures} validation check(s) failed")
 

@@ -12,6 +12,11 @@
     # README of every bundle `grade release` makes (default: DEFAULT_INSTALL).
     install = "python -m pip install git+https://git.example.edu/attention-course.git"
 
+    [lecture]
+    # The lecture's sections (§ number = title), a TOML file of the course: grade validate
+    # checks that every § the course cites is one of them (grader.core.lecture).
+    sections = "lecture/sections.toml"
+
 Every key is optional; a missing file means the defaults below. Values are
 checked by type and range, one clear error per problem.
 """
@@ -19,7 +24,7 @@ checked by type and range, one clear error per problem.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from grader.core.compat import tomllib
 from grader.core.errors import SettingsError
@@ -64,9 +69,19 @@ class ReleaseSettings:
 
 
 @dataclass(frozen=True)
+class LectureSettings:
+    """Where the course keeps its lecture's section list: a path relative to the course root, or ""
+    (none declared: the § numbers the course cites go unchecked). Read when checked, not here, so
+    that settings load where the file is not shipped (a Gradescope bundle)."""
+
+    sections: str = ""
+
+
+@dataclass(frozen=True)
 class CourseSettings:
     sandbox: SandboxSettings = field(default_factory=SandboxSettings)
     release: ReleaseSettings = field(default_factory=ReleaseSettings)
+    lecture: LectureSettings = field(default_factory=LectureSettings)
 
 
 def _release(table: object, where: str) -> ReleaseSettings:
@@ -108,6 +123,20 @@ def _sandbox(table: object, where: str) -> SandboxSettings:
     return SandboxSettings(require=require, uid_range=uid_range)
 
 
+def _lecture(table: object, where: str) -> LectureSettings:
+    if not isinstance(table, dict):
+        raise SettingsError(f"{where}: [lecture] must be a table")
+    unknown = sorted(set(table) - {"sections"})
+    if unknown:
+        raise SettingsError(f"{where}: unknown [lecture] key(s) {', '.join(unknown)} (known: sections)")
+    sections = table.get("sections", "")
+    relative = PurePosixPath(sections) if isinstance(sections, str) else None
+    if relative is None or (sections and (relative.is_absolute() or ".." in relative.parts)):
+        raise SettingsError(f"{where}: lecture.sections must be a path inside the course, relative to its root "
+                            f"(e.g. \"lecture/sections.toml\"), got {sections!r}")
+    return LectureSettings(sections=sections)
+
+
 def load_settings(course_root: Path) -> CourseSettings:
     """The course's settings (defaults when it has no course.toml)."""
     path = Path(course_root) / SETTINGS_FILE
@@ -117,8 +146,9 @@ def load_settings(course_root: Path) -> CourseSettings:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise SettingsError(f"{path}: not valid TOML: {exc}") from exc
-    unknown = sorted(set(data) - {"sandbox", "release"})
+    unknown = sorted(set(data) - {"sandbox", "release", "lecture"})
     if unknown:
-        raise SettingsError(f"{path}: unknown table(s) {', '.join(unknown)} (known: sandbox, release)")
+        raise SettingsError(f"{path}: unknown table(s) {', '.join(unknown)} (known: sandbox, release, lecture)")
     return CourseSettings(sandbox=_sandbox(data.get("sandbox", {}), str(path)),
-                          release=_release(data.get("release", {}), str(path)))
+                          release=_release(data.get("release", {}), str(path)),
+                          lecture=_lecture(data.get("lecture", {}), str(path)))

@@ -17,6 +17,7 @@ import pytest
 
 from grader.core.assignment import Assignment
 from grader.core.course import Course, owner_of_tests
+from grader.core.manifest import Manifest
 from grader.harness.reference import load_reference
 from grader.harness.testing import Check, GradingContext, Pending
 
@@ -35,6 +36,48 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "task(id): the assignment task this test belongs to")
+
+
+def task_of(item: pytest.Item, manifest: Manifest | None) -> tuple[str | None, str]:
+    """(the task a test belongs to, "") or (None, why it cannot be graded).
+
+    A test needs exactly one task: one `@pytest.mark.task("<id>")` (on the function, its
+    class or the module's `pytestmark`) naming a task of the manifest."""
+    named = [m.args[0] if m.args and isinstance(m.args[0], str) and len(m.args) == 1 else None
+             for m in item.iter_markers("task")]
+    if not named:
+        return None, 'has no @pytest.mark.task("<id>") marker, so it belongs to no task and cannot be graded'
+    if None in named:
+        return None, 'has a task marker without exactly one task id: write @pytest.mark.task("<id>")'
+    if len(set(named)) > 1:
+        return None, f"is marked with more than one task ({', '.join(sorted(set(named)))}); a test counts for one"
+    task = named[0]
+    if manifest is not None and not manifest.has_task(task):
+        known = ", ".join(t.id for t in manifest.tasks)
+        return None, f"is marked with task {task!r}, which {manifest.id} does not have (tasks: {known})"
+    return task, ""
+
+
+_MANIFESTS = pytest.StashKey[dict]()
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Under plain pytest, a test of an assignment's suite that grading would not run (no task marker, or a
+    task the manifest does not have) fails at setup with the same reason, instead of passing unseen."""
+    if item.config.stash.get(CONTEXT_KEY, None) is not None:
+        return  # grading: the suite's collector already left such tests out, and named them
+    cache = item.config.stash.setdefault(_MANIFESTS, {})
+    folder = item.path.parent
+    if folder not in cache:
+        found = owner_of_tests(item.path)
+        cache[folder] = Assignment.load(found[0], found[1]).manifest if found else None
+    manifest = cache[folder]
+    if manifest is None:
+        return
+    _, problem = task_of(item, manifest)
+    if problem:
+        pytest.fail(f"{item.nodeid} {problem}: grading would not run it (grade validate names it too)",
+                    pytrace=False)
 
 
 def _assignment_of(path: Path) -> tuple[Course, str, bool] | None:

@@ -20,7 +20,7 @@ import pytest
 from grader.core.errors import GraderError
 from grader.core.manifest import Manifest
 from grader.core.records import FAILED, PASSED, PENDING, TestOutcome
-from grader.harness.pytest_plugin import CONTEXT_KEY
+from grader.harness.pytest_plugin import CONTEXT_KEY, task_of
 from grader.harness.testing import GradingContext, Pending, StudentProblem
 
 
@@ -28,26 +28,6 @@ def _outcome_name(nodeid: str) -> str:
     """`file stem::test`: unique across files (two files may both have a test_float64)."""
     path, _, test = nodeid.partition("::")
     return f"{Path(path).stem}::{test}"
-
-
-def task_of(item: pytest.Item, manifest: Manifest | None) -> tuple[str | None, str]:
-    """(the task a test belongs to, "") or (None, why it cannot be graded).
-
-    A test needs exactly one task: one `@pytest.mark.task("<id>")` (on the function, its
-    class or the module's `pytestmark`) naming a task of the manifest."""
-    named = [m.args[0] if m.args and isinstance(m.args[0], str) and len(m.args) == 1 else None
-             for m in item.iter_markers("task")]
-    if not named:
-        return None, 'has no @pytest.mark.task("<id>") marker, so it belongs to no task and cannot be graded'
-    if None in named:
-        return None, 'has a task marker without exactly one task id: write @pytest.mark.task("<id>")'
-    if len(set(named)) > 1:
-        return None, f"is marked with more than one task ({', '.join(sorted(set(named)))}); a test counts for one"
-    task = named[0]
-    if manifest is not None and not manifest.has_task(task):
-        known = ", ".join(t.id for t in manifest.tasks)
-        return None, f"is marked with task {task!r}, which {manifest.id} does not have (tasks: {known})"
-    return task, ""
 
 
 class _Collector:
@@ -178,17 +158,24 @@ def run_suite(tests_dir: Path, context: GradingContext, *, visibility: str = "hi
 def collected_names(tests_dir: Path, only_task: str | None = None) -> list[str]:
     """The outcome names of the tests under `tests_dir` (of `only_task` alone, if given), in the order
     they would run; nothing is run."""
-    collector = _Collector(GradingContext(runner=None, manifest=None, reference={}), "hidden", only_task)
-    _run_pytest(tests_dir, collector, "--collect-only")
-    return [_outcome_name(nodeid) for nodeid, task in collector.tasks.items()
+    return [name for name, task in collected_tasks(tests_dir, None)[0].items()
             if only_task is None or task == only_task]
 
 
-def collection_problems(tests_dir: Path, manifest: Manifest) -> list[str]:
-    """Why tests under `tests_dir` could not be graded, found by collecting them (none runs):
-    what run_suite would report as collection errors, or that there are no tests at all."""
+def collected_tasks(tests_dir: Path, manifest: Manifest | None) -> tuple[dict[str, str], list[str]]:
+    """Each test under `tests_dir` (by its outcome name) → its task, and why any test could not be graded,
+    found by collecting them (none runs): what run_suite would report as collection errors, or that
+    there are no tests at all."""
     collector = _Collector(GradingContext(runner=None, manifest=manifest, reference={}), "hidden", None)
+    if not tests_dir.is_dir():
+        return {}, [f"{tests_dir}: no such folder (the tests live there)"]
     _run_pytest(tests_dir, collector, "--collect-only")
     if not collector.tasks and not collector.collection_errors:
-        return [f"{tests_dir}: no tests were collected"]
-    return collector.collection_errors
+        return {}, [f"{tests_dir}: no tests were collected"]
+    return ({_outcome_name(nodeid): task for nodeid, task in collector.tasks.items()},
+            collector.collection_errors)
+
+
+def collection_problems(tests_dir: Path, manifest: Manifest) -> list[str]:
+    """Why tests under `tests_dir` could not be graded (see collected_tasks)."""
+    return collected_tasks(tests_dir, manifest)[1]

@@ -98,6 +98,13 @@ def warm_process(assignment: Assignment | None) -> None:
 
     if assignment is None:
         return
+    switches = assignment.switches
+    if switches.no_bubblewrap and not switches.no_template:  # its workers fork from the template: start it now
+        import torch
+
+        from grader.sandbox.template import Zygote
+
+        Zygote.shared(torch.cuda.is_available())  # it imports torch while this process imports the rest
     try:
         load_reference(assignment)
     except Exception:  # a broken reference shows up per job, with its message

@@ -18,15 +18,22 @@ not what it says, so two comparisons look past the layout:
 Stubs (a body of only a docstring, `pass`, `...` or `raise
 NotImplementedError`) never count: every student gets those. Nor does a
 bundled definition whose docstring says "Given; do not change": a helper the
-handout gives students on purpose, the same code as in the reference.
+handout gives students on purpose, the same code as in the reference. Nor
+does a one-line definition that computes a formula the handout states as code
+(`handout_formulas`, `states_formula`): a public file may state what the
+handout states. What a release must never carry is the reference's behaviour:
+hidden test bodies, mutants, the quiz key, and reference functions the handout
+does not state; each refusal names the instructor file and what it is (`role_of`).
 """
 
 from __future__ import annotations
 
 import ast
 import copy
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import PurePosixPath
 
 from grader.core.compat import tomllib
 from grader.core.quiz import Question, is_right
@@ -255,3 +262,139 @@ class TomlFile:
     data: dict
     key: dict  # question id → expected answer (empty unless it is a quiz key)
     texts: set[str]
+
+
+# ----------------------------------------------------------------- what the handout states
+# A public file may state what the handout states: a one-line helper that computes the handout's own
+# formula (`x / x.norm(dim=-1, keepdim=True)`) is no leak, even though the reference computes it the
+# same way. The handout's statements are its code: fenced and indented blocks and inline `code` in the
+# README, and the same in the stubs' docstrings. A definition states one when its body is a single
+# `return <expression>` whose expression is one of them, compared with its parameters as placeholders,
+# and module prefixes set aside (`torch.nn.functional.elu`, `F.elu` and `elu` are one name).
+MODULE_NAMES = frozenset({"torch", "F", "nn", "functional", "math", "np", "numpy", "tl", "triton"})
+_FENCE = re.compile(r"```[^\n]*\n(.*?)```", re.S)
+_SPAN = re.compile(r"`([^`\n]+)`")
+
+
+class _Formula(ast.NodeTransformer):
+    """An expression with its variables as placeholders: `parameters` (a definition's) or, for a handout
+    fragment (parameters None), every name that is not called; module-rooted attribute chains → their
+    last name."""
+
+    def __init__(self, parameters: set[str] | None, free_modules: set[str]):
+        self.parameters = parameters
+        self.modules = free_modules
+        self.names: dict[str, str] = {}
+        self.called: set[int] = set()
+
+    def _placeholder(self, name: str) -> str:
+        return self.names.setdefault(name, f"v{len(self.names)}")
+
+    def visit_Call(self, node: ast.Call):
+        self.called.add(id(node.func))
+        return self.generic_visit(node)
+
+    def visit_Attribute(self, node: ast.Attribute):
+        root = node
+        while isinstance(root, ast.Attribute):
+            root = root.value
+        if isinstance(root, ast.Name) and root.id in self.modules:
+            return ast.copy_location(ast.Name(id=node.attr, ctx=ast.Load()), node)
+        return self.generic_visit(node)
+
+    def visit_Name(self, node: ast.Name):
+        if self.parameters is not None:
+            if node.id in self.parameters:
+                node.id = self._placeholder(node.id)
+        elif id(node) not in self.called:
+            node.id = self._placeholder(node.id)
+        return node
+
+
+def formula_shape(expression: ast.expr, parameters: set[str] | None) -> str | None:
+    """The expression's formula (see _Formula), or None when it is too deep to walk."""
+    modules = set(MODULE_NAMES) if parameters is None else None
+    if modules is None:  # in a definition, every chain rooted at a name from outside is a module's
+        modules = {n.id for n in ast.walk(expression) if isinstance(n, ast.Name)} - parameters
+    try:
+        shaped = _Formula(parameters, modules).visit(copy.deepcopy(expression))
+        return ast.dump(shaped, annotate_fields=False, include_attributes=False)
+    except (RecursionError, MemoryError):
+        return None
+
+
+def _fragments(text: str) -> Iterator[str]:
+    yield from _FENCE.findall(text)
+    without_fences = _FENCE.sub("", text)
+    yield from _SPAN.findall(without_fences)
+    block: list[str] = []
+    for line in [*without_fences.splitlines(), ""]:
+        if line.startswith("    ") and line.strip():
+            block.append(line[4:])
+        elif block:
+            yield "\n".join(block)
+            block = []
+
+
+def _expressions(fragment: str) -> Iterator[ast.expr]:
+    """The expressions a code fragment states: itself, or each statement's value (`y = ...`, `return ...`)."""
+    try:
+        yield ast.parse(fragment.strip(), mode="eval").body
+        return
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        pass
+    tree = parse_python(fragment)
+    for node in ast.walk(tree) if tree is not None else ():
+        if isinstance(node, ast.Expr | ast.Assign | ast.AnnAssign | ast.Return) and node.value is not None:
+            yield node.value
+
+
+def handout_formulas(handout: str, stubs: list[str]) -> set[str]:
+    """The formulas the handout (README text) and the stubs' docstrings state, as formula_shape gives them."""
+    texts = [handout]
+    for text in stubs:
+        tree = parse_python(text)
+        for node in ast.walk(tree) if tree is not None else ():
+            if isinstance(node, (ast.Module, *DEFINITIONS)):
+                texts.append(ast.get_docstring(node, clean=True) or "")
+    shapes = set()
+    for text in texts:
+        for fragment in _fragments(text):
+            for expression in _expressions(fragment):
+                found = formula_shape(expression, None)
+                if found:
+                    shapes.add(found)
+    return shapes
+
+
+def states_formula(node: ast.AST, formulas: set[str]) -> bool:
+    """Whether a definition is one `return <expression>` whose expression the handout states."""
+    if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) or not formulas:
+        return False
+    body = list(node.body)
+    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
+            and isinstance(body[0].value.value, str):
+        body = body[1:]
+    if len(body) != 1 or not isinstance(body[0], ast.Return) or body[0].value is None:
+        return False
+    arguments = node.args
+    parameters = {a.arg for a in (*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs)}
+    return formula_shape(body[0].value, parameters) in formulas
+
+
+def role_of(name: str) -> str:
+    """What an instructor file is, in the words a release refusal uses (`name`: its path in the course)."""
+    parts = PurePosixPath(name).parts
+    if parts and parts[0] == "kernels":
+        return "a reference kernel"
+    if "similarity_sources" in parts:
+        return "a similarity source"
+    if "tests" in parts[:-1] or parts[-1].startswith("test_") or parts[-1] == "conftest.py":
+        return "a hidden test file"
+    if parts[-1] == "mutants.py":
+        return "the mistake catalogue"
+    if parts[-1].endswith("_key.toml"):
+        return "the quiz key"
+    if parts[-1].endswith(".py"):
+        return "the reference solution"
+    return "an instructor file"

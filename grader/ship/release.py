@@ -17,9 +17,14 @@ file under `reference/<id>/` and `kernels/`:
   TOML (an explanation). A bundled definition whose docstring says "Given;
   do not change" is a helper shipped on purpose and exempt from the
   syntax-tree comparison (the byte and text checks still apply);
+- but a public file may state what the handout states: a one-line definition
+  computing a formula the README or a stub's docstring writes as code is no
+  leak (grader/ship/leaks.py, `states_formula`);
 - names that are instructor-only wherever they are (`quiz_key.toml`,
   `*_key.toml`, `mutants.py`), test files outside `tests/`, and symlinks.
-Any hit raises ReleaseLeak (exit code 3) naming every problem, and nothing
+Any hit raises ReleaseLeak (exit code 3) naming every problem, each with the
+instructor file it comes from and what that file is (a hidden test file, the
+mistake catalogue, the quiz key, the reference solution, a kernel), and nothing
 is written.
 
 Then the starter itself must be blank (`pristine_problems`): every function a
@@ -93,14 +98,16 @@ def normalise(text: str) -> str:
     return "\n".join(line for line in lines if line and not line.startswith("#"))
 
 
-def _definitions(text: str) -> list[tuple[str, str]]:
-    """(name, normalised source) of each top-level function and class that does something."""
+def _definitions(text: str, formulas: set[str]) -> list[tuple[str, str]]:
+    """(name, normalised source) of each top-level function and class that does something, but a formula
+    the handout states."""
     tree = leaks.parse_python(text)
     if tree is None:
         return []
     lines = text.splitlines()
     return [(node.name, normalise("\n".join(lines[node.lineno - 1:node.end_lineno])))
-            for node in tree.body if isinstance(node, leaks.DEFINITIONS) and not leaks.is_stub(node)]
+            for node in tree.body if isinstance(node, leaks.DEFINITIONS) and not leaks.is_stub(node)
+            and not leaks.states_formula(node, formulas)]
 
 
 def instructor_files(assignment: Assignment) -> dict[str, bytes]:
@@ -145,15 +152,28 @@ def _toml_index(instructor: dict[str, bytes]) -> list[leaks.TomlFile]:
     return found
 
 
-def _python_leaks(path: str, text: str, modules: dict, shapes: dict, reported: set) -> list[str]:
+def _from(source_name: str) -> str:
+    """'reference/x/tests/test_y.py, a hidden test file': the instructor file and what it is."""
+    return f"{source_name}, {leaks.role_of(source_name)}"
+
+
+def _only_definitions(tree: ast.Module) -> bool:
+    """A module of imports, a docstring and definitions only (nothing else runs when it is imported)."""
+    return all(isinstance(node, (ast.Import, ast.ImportFrom, *leaks.DEFINITIONS)) or
+               (isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)) for node in tree.body)
+
+
+def _python_leaks(path: str, text: str, modules: dict, shapes: dict, reported: set, formulas: set[str]) -> list[str]:
     tree = leaks.parse_python(text)
     if tree is None:
         return []
-    if leaks.has_substance(tree) and leaks.safe_shape(tree) in modules:
-        return [f"{path}: same code as {modules[leaks.safe_shape(tree)]} (compared as syntax trees)"]
+    stated = all(leaks.states_formula(node, formulas) for node in tree.body
+                 if isinstance(node, leaks.DEFINITIONS) and not leaks.is_stub(node))
+    if leaks.has_substance(tree) and leaks.safe_shape(tree) in modules and not (stated and _only_definitions(tree)):
+        return [f"{path}: same code as {_from(modules[leaks.safe_shape(tree)])} (compared as syntax trees)"]
     problems = []
     for node in leaks.definitions(tree):
-        if leaks.is_given(node):
+        if leaks.is_given(node) or leaks.states_formula(node, formulas):  # shipped on purpose, or the handout's
             continue
         match = shapes.get(leaks.safe_shape(node) or "")
         if match is None or (match[0], match[2]) in reported:
@@ -161,7 +181,7 @@ def _python_leaks(path: str, text: str, modules: dict, shapes: dict, reported: s
         reported.add((match[0], match[2]))
         source_name, kind, what = match
         renamed = "" if node.name == what else f" (renamed {node.name})"
-        problems.append(f"{path}: contains {kind} {what} from {source_name}{renamed}, "
+        problems.append(f"{path}: contains {kind} {what} from {_from(source_name)}{renamed}, "
                         f"the same code in another layout")
     return problems
 
@@ -173,25 +193,36 @@ def _toml_leaks(path: str, data: bytes, tomls: list[leaks.TomlFile], questions: 
     problems = []
     for instructor in tomls:
         if document == instructor.data:
-            problems.append(f"{path}: same TOML data as {instructor.name}")
+            problems.append(f"{path}: same TOML data as {_from(instructor.name)}")
             continue
         answered = leaks.answers_given(document, instructor.key, questions) if instructor.key else []
         if answered:
-            problems.append(f"{path}: carries the answers of {instructor.name} to {len(answered)} of "
+            problems.append(f"{path}: carries the answers of {_from(instructor.name)}, to {len(answered)} of "
                             f"{len(instructor.key)} question(s) ({', '.join(answered)})")
         elif instructor.texts and leaks.texts_found(document, instructor.texts):
-            problems.append(f"{path}: carries text from {instructor.name}")
+            problems.append(f"{path}: carries text from {_from(instructor.name)}")
     return problems
 
 
+def stated_formulas(bundle: dict[str, bytes]) -> set[str]:
+    """What the bundle's handout states as code: its README and the docstrings of its modules (not tests)."""
+    stubs = [data.decode("utf-8", errors="replace") for path, data in bundle.items()
+             if path.endswith(".py") and not TEST_FILE.match(PurePosixPath(path).name)
+             and PurePosixPath(path).parts[0] != "tests"]
+    return leaks.handout_formulas(bundle.get("README.md", b"").decode("utf-8", errors="replace"), stubs)
+
+
 def find_leaks(bundle: dict[str, bytes], instructor: dict[str, bytes]) -> list[str]:
-    """Every reason the bundle must not ship (empty when it is clean)."""
+    """Every reason the bundle must not ship (empty when it is clean): the reference's behaviour (hidden
+    test bodies, mutants, the quiz key, reference functions the handout does not state), each named with
+    the instructor file it comes from."""
     problems = []
     by_hash = {hashlib.sha256(data).hexdigest(): name for name, data in instructor.items() if data.strip()}
     texts = {name: data.decode("utf-8", errors="replace") for name, data in instructor.items()}
     by_text = {normalise(text): name for name, text in texts.items() if normalise(text)}
+    formulas = stated_formulas(bundle)
     definitions = [(name, what, source) for name, text in texts.items() if name.endswith(".py")
-                   for what, source in _definitions(text)]
+                   for what, source in _definitions(text, formulas)]
     modules, shapes = _python_index({n: t for n, t in texts.items() if n.endswith(".py")})
     tomls = _toml_index(instructor)
     questions = leaks.questions_of(leaks.parse_toml(bundle.get("quiz.toml", b"")))
@@ -203,20 +234,20 @@ def find_leaks(bundle: dict[str, bytes], instructor: dict[str, bytes]) -> list[s
             problems.append(f"{path}: a test file outside tests/ (hidden tests live in reference/)")
         digest = hashlib.sha256(data).hexdigest()
         if digest in by_hash:
-            problems.append(f"{path}: same bytes as {by_hash[digest]}")
+            problems.append(f"{path}: same bytes as {_from(by_hash[digest])}")
             continue
         decoded = data.decode("utf-8", errors="replace")
         text = normalise(decoded)
         if text and text in by_text:
-            problems.append(f"{path}: same text as {by_text[text]}")
+            problems.append(f"{path}: same text as {_from(by_text[text])}")
             continue
         reported: set[tuple[str, str]] = set()
         for source_name, what, source in definitions:
             if source and source in text:
-                problems.append(f"{path}: contains {what} from {source_name}")
+                problems.append(f"{path}: contains {what} from {_from(source_name)}")
                 reported.add((source_name, what))
         if pure.suffix == ".py":
-            problems += _python_leaks(path, decoded, modules, shapes, reported)
+            problems += _python_leaks(path, decoded, modules, shapes, reported, formulas)
         elif pure.suffix == ".toml":
             problems += _toml_leaks(path, data, tomls, questions)
     return problems
