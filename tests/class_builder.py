@@ -199,7 +199,7 @@ def _students() -> list[Student]:
     s.append(Student("s10", "zip", WRONG_AXIS, "wrong_axis", diagnoses=("normalize_wrong_axis",)))
     s.append(Student("s11", "folder", SQUARES, "squares", diagnoses=("double_square",)))
     s.append(Student("s12", "folder", SQUARES, "squares", answers=None, diagnoses=("double_square",)))
-    s.append(Student("s13", "folder", NO_SHIFT, "no_shift"))
+    s.append(Student("s13", "folder", NO_SHIFT, "no_shift", diagnoses=("precision_overflow",)))
     s.append(Student("s14", "folder", FORBIDDEN, "forbidden"))
     s.append(Student("s15", "folder", RAISES, "raises"))
     s.append(Student("s16", "folder", SYNTAX_ERROR, "syntax"))
@@ -218,8 +218,9 @@ def _students() -> list[Student]:
     s.append(Student("s27", "folder", REFERENCE))  # the reference, verbatim
     s.append(Student("s28", "invalid_notebook"))
     s.append(Student("s29", "bad_zip"))
-    s.append(Student("s30", "folder", NO_SHIFT, "no_shift", answers=ANSWERS_HALF, submitted_at=None))
-    s.append(Student("s31", "notebook", NO_SHIFT, "no_shift"))
+    s.append(Student("s30", "folder", NO_SHIFT, "no_shift", answers=ANSWERS_HALF, submitted_at=None,
+                     diagnoses=("precision_overflow",)))
+    s.append(Student("s31", "notebook", NO_SHIFT, "no_shift", diagnoses=("precision_overflow",)))
     s.append(Student("s32", "folder", RAISES, "raises", answers=None))
     return s
 

@@ -203,8 +203,9 @@ def test_every_table_fits_a_laptop_screen(course: Path, tmp_path: Path):
     students = [long_id, *[f"student{n:02d}" for n in range(14)]]
     gradebook = tmp_path / "gb.sqlite"
     with Gradebook(gradebook) as book:
+        # zz-broken is on the roster and never graded (only a grader error): the missing table lists it
         book.import_roster([{"id": s, "name": "Maximiliana Wolfeschlegelsteinhausenbergerdorff-" + unbroken[:40],
-                             "email": f"{s}@{unbroken[:60]}.example.edu"} for s in students])
+                             "email": f"{s}@{unbroken[:60]}.example.edu"} for s in [*students, "zz-broken"]])
         for number, student in enumerate(students):
             outcomes = [outcome(task_id, f"test_{task_id}_{'z' * 60}", PASSED if (number + i) % 3 else FAILED,
                                 "" if (number + i) % 3 else "wrong", "wrong values")

@@ -87,6 +87,8 @@ def two_runs(ray_cluster, tmp_path_factory):
 
 
 @needs_ray
+@pytest.mark.ray
+@pytest.mark.sandbox
 @pytest.mark.slow
 def test_ray_gives_exactly_the_records_the_local_pool_gives(two_runs):
     root, course, _, node_course, local_output, ray_output = two_runs
@@ -112,6 +114,8 @@ def test_ray_gives_exactly_the_records_the_local_pool_gives(two_runs):
 
 
 @needs_ray
+@pytest.mark.ray
+@pytest.mark.sandbox
 @pytest.mark.slow
 def test_a_second_ray_run_skips_everything(two_runs):
     root, course, submissions, node_course, _, _ = two_runs
@@ -125,6 +129,8 @@ def test_a_second_ray_run_skips_everything(two_runs):
 
 
 @needs_ray
+@pytest.mark.ray
+@pytest.mark.sandbox
 @pytest.mark.slow
 def test_a_node_with_another_copy_of_the_hidden_tests_grades_nobody(two_runs, tmp_path: Path):
     _, course, submissions, node_course, _, _ = two_runs
@@ -143,6 +149,8 @@ def test_a_node_with_another_copy_of_the_hidden_tests_grades_nobody(two_runs, tm
 
 
 @needs_ray
+@pytest.mark.ray
+@pytest.mark.sandbox
 @pytest.mark.slow
 def test_an_actor_killed_by_one_job_costs_only_that_student(ray_cluster, tmp_path: Path):
     from ray import cloudpickle

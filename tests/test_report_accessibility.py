@@ -114,8 +114,11 @@ def class_report(tmp_path: Path) -> Path:
               "reference_tflops": 4.2, "environment": {"gpu": "NVIDIA H100"}}
     code = (course / "reference" / "mini" / "mini.py").read_text()
     with Gradebook(gradebook) as book:
-        book.import_roster([{"id": "nobody", "name": "Not Handed In", "email": "nobody@example.edu"}])
         results = the_class(course)
+        # The class is on the roster (a report lists the roster's students), with one who handed nothing in.
+        book.import_roster([{"id": s, "name": s.title(), "email": f"{s}@example.edu"}
+                            for s in [g.student for g in results] + ["twin1", "twin2", "zz-broken"]]
+                           + [{"id": "nobody", "name": "Not Handed In", "email": "nobody@example.edu"}])
         record_all(course, book, results)
         book.record(results[5], Submission(files={"mini.py": b"# late\n"}, source="x", form="folder",
                                            student="late"), replaced_because="regraded with --force")
