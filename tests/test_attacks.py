@@ -57,9 +57,19 @@ def tree_digest(root: Path, skip: set[Path] = frozenset()) -> str:
     return digest.hexdigest()
 
 
+def template_processes() -> set[int]:
+    """This process's template workers' own processes (under bubblewrap a template runs as the uid
+    its workers get, for the life of the process): not something an attack left."""
+    from grader.sandbox.template import Zygote
+
+    return {pid for zygote in Zygote._running.values() for pid in zygote.own_pids()}
+
+
 def attacker_processes(uid: int | None) -> list[int]:
-    """Live processes left by an attack: named like the attacker's, or running as its worker's uid."""
+    """Live processes left by an attack: named like the attacker's, or running as its worker's uid
+    (the template that uid may belong to aside)."""
     found = []
+    templates = template_processes()
     for entry in os.scandir("/proc"):
         if not entry.name.isdigit():
             continue
@@ -71,6 +81,8 @@ def attacker_processes(uid: int | None) -> list[int]:
             continue
         if status.get("State", "").strip().startswith("Z"):
             continue  # a zombie waiting for init to reap it can do nothing
+        if int(entry.name) in templates:
+            continue
         if comm.startswith("gradeattack") or int(status["Uid"].split()[0]) == uid:
             found.append(int(entry.name))
     return found
@@ -499,11 +511,17 @@ def test_a_worker_cannot_touch_another_students_worker(level: str) -> None:
     from grader.sandbox.client import Sandbox
 
     with Sandbox({"n.py": NEIGHBOUR}, ["n.py"]) as victim, Sandbox({"n.py": NEIGHBOUR}, ["n.py"]) as attacker:
-        assert victim.call("where").status == "ok"
-        victim_pids = uids.processes_of(victim._slot.uid) if victim._slot else []
-        assert victim_pids, "the victim's worker runs as a uid of its own"
+        assert victim.call("where").status == "ok" and attacker.call("where").status == "ok"
+        # At the no-namespace level a uid of its own is the victim's fence; under bubblewrap both
+        # workers of this process fork from one slot's template (one uid) and each has namespaces
+        # of its own: neither can name the other's process or see its files.
+        assert victim._worker_pid in uids.processes_of(victim.worker_uid)
+        if victim._nested is None:
+            assert victim.worker_uid != attacker.worker_uid, "the victim's worker runs as a uid of its own"
+        else:
+            assert victim.worker_uid == attacker.worker_uid and victim._nested is attacker._nested
         victim_file = os.path.join(victim._root, f"work{victim.restarts}", "n.py")
-        result = attacker.call("poke", (max(victim_pids), victim_file))
+        result = attacker.call("poke", (victim._worker_pid, victim_file))
         assert result.status == "ok"
         expected = (["ProcessLookupError", "FileNotFoundError"] if level == "bubblewrap"  # not in its namespaces
                     else ["PermissionError", "PermissionError"])

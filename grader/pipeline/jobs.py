@@ -98,13 +98,10 @@ def warm_process(assignment: Assignment | None) -> None:
 
     if assignment is None:
         return
-    switches = assignment.switches
-    if switches.no_bubblewrap and not switches.no_template:  # its workers fork from the template: start it now
-        import torch
+    if not assignment.switches.no_template:  # its workers fork from a template: start it now, so that it
+        from grader.sandbox.client import warm_template  # imports torch while this process imports the rest
 
-        from grader.sandbox.template import Zygote
-
-        Zygote.shared(torch.cuda.is_available())  # it imports torch while this process imports the rest
+        warm_template(assignment.settings.sandbox.uid_range, assignment.switches)
     try:
         load_reference(assignment)
     except Exception:  # a broken reference shows up per job, with its message

@@ -30,13 +30,21 @@ from pathlib import Path
 
 import torch
 
-from grader.sandbox import isolation, protocol, uids
+from grader.sandbox import isolation, namespaces, protocol, uids
 from grader.sandbox.facts import CallFacts
 from grader.sandbox.isolation import Isolation
 from grader.sandbox.layers import WorkerSpec
 from grader.sandbox.limits import SandboxLimits
+from grader.sandbox.supervisor import descendants
 from grader.sandbox.template import Zygote
-from grader.sandbox.worker_status import STOP_TIMEOUT_S, describe_status, drain_status, host_pid, status_bytes
+from grader.sandbox.worker_status import (
+    STOP_TIMEOUT_S,
+    describe_status,
+    drain_status,
+    host_pid,
+    host_pid_below,
+    status_bytes,
+)
 
 STARTUP_TIMEOUT_S = 120.0  # torch's import in a fresh worker, on a loaded machine
 
@@ -58,6 +66,22 @@ class CallResult:
 
 
 
+
+
+def warm_template(uid_range: tuple[int, int] | None, switches: isolation.SandboxSwitches) -> None:
+    """Start the template worker that this process's next worker would fork from, if any (it imports
+    torch meanwhile): under bubblewrap the slot's (a CPU worker, where namespaces nest), else at the
+    no-namespace level the plain one."""
+    if switches.no_template:
+        return
+    use_gpu = torch.cuda.is_available()
+    probe_uid = uid_range[0] if uid_range is not None and os.geteuid() == 0 else None
+    host = isolation.host_layers(probe_uid, switches)
+    if host.bubblewrap:
+        if not use_gpu and not host.nested:
+            Zygote.shared(False, namespaced=True, uid_range=uid_range)
+        return
+    Zygote.shared(use_gpu)
 
 
 class Sandbox:
@@ -103,13 +127,25 @@ class Sandbox:
             missing["bubblewrap"] = "not used for this worker"
         layers = (set(predicted.layers) - {"bubblewrap", "process"}) | {isolation_level}
         self.isolation = Isolation(isolation.ordered(layers), {}, missing)
+        # Under bubblewrap a CPU worker forks from its slot's template inside bubblewrap and nests
+        # namespaces of its own (grader.sandbox.namespaces); it runs as the template's uid. A GPU
+        # worker, or a host that refuses nested namespaces, execs bubblewrap for each worker.
+        self._nested: Zygote | None = None
+        if self.base == "bubblewrap" and not self.use_gpu and not self.host.nested:
+            zygote = Zygote.shared(False, namespaced=True, uid_range=uid_range)
+            if zygote.uid is not None or self._slot is None:  # the same uid rule as an exec'd worker's
+                self._nested = zygote
+                if self._slot is not None:
+                    self._slot.release()
+                    self._slot = None
         self._proc: subprocess.Popen | None = None  # an exec'd supervisor (bubblewrap, or no template)
-        self._supervisor_pid: int | None = None  # a supervisor forked by the template worker
+        self._supervisor_pid: int | None = None  # a supervisor forked by the template worker (host pid)
         self._running = False
         self._ready = False
         self._awaiting_hello = False
         self._worker_pid: int | None = None
-        self._root = tempfile.mkdtemp(prefix="grade-sandbox-")
+        slots = str(self._nested.slot_root) if self._nested is not None else None
+        self._root = tempfile.mkdtemp(prefix="grade-sandbox-", dir=slots)
         os.chmod(self._root, 0o711)  # the worker's uid may pass through, not list
         self._runtime: Path | None = None
         self._output_path = os.path.join(self._root, "student-output.log")
@@ -126,11 +162,19 @@ class Sandbox:
             target.write_bytes(data)
         for private in (".home", ".tmp"):
             os.makedirs(os.path.join(workdir, private), exist_ok=True)
-        if self._slot is not None:  # the worker owns its own folder, and nothing else
+        uid = self.worker_uid
+        if uid is not None:  # the worker owns its own folder, and nothing else
             for folder, dirs, names in os.walk(workdir):
                 for path in [folder, *(os.path.join(folder, n) for n in dirs + names)]:
-                    os.lchown(path, self._slot.uid, self._slot.gid)
+                    os.lchown(path, uid, uid)
         return workdir
+
+    @property
+    def worker_uid(self) -> int | None:
+        """The uid the worker runs as (its own, or its template's under bubblewrap); None: this user's."""
+        if self._nested is not None:
+            return self._nested.uid
+        return self._slot.uid if self._slot is not None else None
 
     def _spec(self, workdir: str, runtime: str, fds: dict[str, int]) -> WorkerSpec:
         bwrap = self.base == "bubblewrap"
@@ -146,15 +190,16 @@ class Sandbox:
 
     @property
     def uses_zygote(self) -> bool:
-        """A no-namespace worker forks from the template worker (unless the staff switched it off)."""
-        return self.base == "process" and not self.switches.no_template
+        """Whether the worker forks from a template worker: at the no-namespace level (unless the staff
+        switched it off), and under bubblewrap where namespaces nest (see __init__)."""
+        return self._nested is not None or (self.base == "process" and not self.switches.no_template)
 
     def start(self) -> None:
         """Start a worker (the caller may do other work until the first call)."""
         if self._running:
             return
         workdir = self._fresh_workdir()
-        zygote = Zygote.shared(self.use_gpu) if self.uses_zygote else None
+        zygote = self._nested or (Zygote.shared(self.use_gpu) if self.uses_zygote else None)
         if zygote is not None:
             self._runtime = zygote.runtime
         elif self._runtime is None:
@@ -203,16 +248,20 @@ class Sandbox:
 
     def _start_from(self, zygote: Zygote, spec: WorkerSpec, workdir: str, fds: tuple[int, int, int, int]) -> None:
         """Have the template fork this worker's supervisor (it receives the pipes and the output file)."""
-        env = isolation.scrubbed_env(self.use_gpu, os.path.join(workdir, ".home"), os.path.join(workdir, ".tmp"))
+        env = isolation.scrubbed_env(self.use_gpu, os.path.join(spec.workdir, ".home"),
+                                     os.path.join(spec.workdir, ".tmp"))
+        message: dict = {"spec": json.loads(spec.to_json()), "env": env}
+        if zygote.namespaced:  # its own folder, as the template sees the slot's folder of workdirs
+            message["nest"] = {"source": os.path.join(namespaces.SLOT_MOUNT,
+                                                      os.path.relpath(workdir, zygote.slot_root))}
         output = os.open(self._output_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
         self._output_read = os.lseek(output, 0, os.SEEK_END)
         try:
-            pid = zygote.spawn({"spec": json.loads(spec.to_json()), "env": env}, [*fds, output],
-                               min(self.deadline, time.monotonic() + STARTUP_TIMEOUT_S))
+            pid = zygote.spawn(message, [*fds, output], min(self.deadline, time.monotonic() + STARTUP_TIMEOUT_S))
         finally:
             for fd in (*fds, output):
                 os.close(fd)
-        self._supervisor_pid = pid
+        self._supervisor_pid = zygote.host_pid(pid) if pid is not None else None
         self._running = True  # a template that failed shows as a worker that never reports
 
     def _confirm(self, message: dict) -> None:
@@ -222,21 +271,33 @@ class Sandbox:
         missing = {k: v for k, v in self.isolation.missing.items() if k in ("bubblewrap", "uid")}
         missing.update({k: str(v) for k, v in (report.get("missing") or {}).items()})
         layers = {self.base, "reaper", *details}
-        details[self.base] = ("own user, PID, network, IPC and mount namespaces" if self.base == "bubblewrap"
-                              else "own session, scrubbed environment, resource limits")
+        if self._nested is not None:
+            details[self.base] = ("own user, PID, network, IPC and mount namespaces, nested in its slot's "
+                                  "bubblewrap sandbox (forked from the slot's template worker)")
+        else:
+            details[self.base] = ("own user, PID, network, IPC and mount namespaces" if self.base == "bubblewrap"
+                                  else "own session, scrubbed environment, resource limits")
         details["reaper"] = "subreaper supervisor" + (" and PID namespace" if self.base == "bubblewrap" else "")
-        if self.base == "bubblewrap" and self._slot is not None:
+        uid = self.worker_uid
+        if self.base == "bubblewrap" and uid is not None:
             layers.add("uid")
-            details["uid"] = f"bubblewrap runs as uid {self._slot.uid}, no supplementary groups"
-        if self.base == "process":  # evidence before belief: what /proc shows from outside
-            seen = isolation.observed(int(message.get("pid", -1)))
-            checks = {"uid": seen.get("Uid") == str(self._slot.uid if self._slot else -1),
-                      "landlock": seen.get("NoNewPrivs") == "1", "seccomp": seen.get("Seccomp") == "2"}
-            for layer, holds in checks.items():
-                if layer in layers and not holds:
-                    layers.discard(layer)
-                    missing[layer] = "reported by the worker but not visible in /proc"
+            details["uid"] = f"bubblewrap runs as uid {uid}, no supplementary groups"
+        # Evidence before belief: what /proc shows from outside. At the no-namespace level a layer
+        # nothing confirms is dropped; under bubblewrap, one that /proc contradicts.
+        seen = isolation.observed(self._worker_pid) if self._worker_pid else {}
+        checks = {"uid": seen.get("Uid") == str(uid if uid is not None else -1),
+                  "landlock": seen.get("NoNewPrivs") == "1", "seccomp": seen.get("Seccomp") == "2"}
+        for layer, holds in checks.items():
+            if layer in layers and not holds and (self.base == "process" or seen):
+                layers.discard(layer)
+                missing[layer] = "reported by the worker but not visible in /proc"
         self.isolation = Isolation(isolation.ordered(layers), details, missing)
+
+    def _host_pid(self, reported: int) -> int | None:
+        """The worker's pid as this process sees it, from the pid it reported (its own namespace's)."""
+        if self._nested is not None:
+            return host_pid_below(self._supervisor_pid, reported, level=2) if self._supervisor_pid else None
+        return host_pid(reported, self.worker_uid, self.base == "bubblewrap")
 
     def _read(self, deadline: float) -> tuple[str, object]:
         """('ok', message) | ('timeout', None) | ('closed', None) | ('garbled', text)."""
@@ -264,9 +325,8 @@ class Sandbox:
             output = self._new_output().strip()
             raise SandboxUnavailable(f"the sandbox worker did not start: it {detail}"
                                      + (f" ({output[-300:]})" if output else ""))
+        self._worker_pid = self._host_pid(int(message.get("pid", -1)))
         self._confirm(message)
-        self._worker_pid = host_pid(int(message.get("pid", -1)), self._slot.uid if self._slot else None,
-                                    self.base == "bubblewrap")
         self._ready = True
         return self.isolation
 
@@ -313,7 +373,10 @@ class Sandbox:
                 if proc is not None:
                     os.killpg(proc.pid, signal.SIGKILL)
                 elif supervisor is not None:
-                    os.kill(supervisor, signal.SIGKILL)
+                    below = descendants(supervisor) if self._nested is not None else []  # its uid is the template's
+                    for pid in [supervisor, *below]:
+                        with contextlib.suppress(ProcessLookupError, PermissionError):
+                            os.kill(pid, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):
                 pass
         if proc is not None:
@@ -450,7 +513,8 @@ class Sandbox:
     @contextlib.contextmanager
     def frozen(self) -> Iterator[None]:
         """Stop every process of the worker's uid (SIGSTOP) while the reference is timed, so the
-        worker cannot load the machine then; nothing is stopped without a uid of its own."""
+        worker cannot load the machine then; nothing is stopped without a uid of its own. A worker
+        forked from a template inside bubblewrap shares its template's uid: its own tree is stopped."""
         stopped = self._signal_all(signal.SIGSTOP)
         try:
             yield
@@ -459,9 +523,17 @@ class Sandbox:
                 self._signal_all(signal.SIGCONT)
 
     def _signal_all(self, number: int) -> bool:
-        if self._slot is None or not self._running:
+        if not self._running:
             return False
-        for pid in uids.processes_of(self._slot.uid):
+        if self._nested is not None:
+            if self._supervisor_pid is None:
+                return False
+            pids = descendants(self._supervisor_pid)
+        elif self._slot is not None:
+            pids = uids.processes_of(self._slot.uid)
+        else:
+            return False
+        for pid in pids:
             try:
                 os.kill(pid, number)
             except (ProcessLookupError, PermissionError):

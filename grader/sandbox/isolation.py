@@ -28,10 +28,11 @@ import shutil
 import subprocess
 import sys
 import sysconfig
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from grader.sandbox import landlock, seccomp_filter, uids
+from grader.sandbox import landlock, namespaces, seccomp_filter, uids
 from grader.sandbox.limits import WORKER_TORCH_THREADS
 
 SANDBOX_PACKAGE = Path(__file__).resolve().parent  # .../grader/sandbox
@@ -40,8 +41,8 @@ WORKDIR_MOUNT = "/submission"
 LAYER_ORDER = ("bubblewrap", "process", "uid", "landlock", "seccomp", "reaper")
 # What the worker runs, and nothing else of the grader: the runtime copy holds these only.
 WORKER_MODULES = ("__init__.py", "facts.py", "forbidden.py", "kernel_counts.py", "landlock.py", "layers.py",
-                  "limits.py", "protocol.py", "seccomp_filter.py", "supervisor.py", "timer.py", "worker.py",
-                  "zygote.py")
+                  "limits.py", "namespaces.py", "protocol.py", "seccomp_filter.py", "supervisor.py", "timer.py",
+                  "worker.py", "zygote.py")
 
 
 @dataclass(frozen=True)
@@ -94,7 +95,7 @@ def _run_bwrap_probe(as_uid: int | None) -> bool:
 
 NO_BWRAP_ENV = "GRADE_NO_BWRAP"  # force the no-namespace level, as on a host where bubblewrap cannot work
 WITHOUT_ENV = "GRADE_SANDBOX_WITHOUT"  # e.g. "uid,seccomp": behave as a host without those layers
-NO_ZYGOTE_ENV = "GRADE_NO_ZYGOTE"  # start every worker from scratch, as under bubblewrap
+NO_ZYGOTE_ENV = "GRADE_NO_ZYGOTE"  # start every worker from scratch (no template worker), at either level
 
 
 @dataclass(frozen=True)
@@ -197,6 +198,7 @@ class HostLayers:
     seccomp: str  # "" when available, else why not
     bubblewrap_missing: str = ""  # why bubblewrap is not used, when a switch turned it off
     landlock_missing: str = ""  # likewise for Landlock
+    nested: str = "bubblewrap is not used"  # "" when bubblewrap workers may fork from a template, else why not
 
     def predicted(self) -> Isolation:
         layers = {"bubblewrap" if self.bubblewrap else "process", "reaper"}
@@ -236,13 +238,19 @@ def host_layers(probe_uid: int | None, switches: SandboxSwitches | None = None) 
     uid_problem = switches.why_off("uid") or uid_reason(probe_uid)
     as_uid = probe_uid if not uid_problem else None
     bubblewrap_off = switches.why_off("bubblewrap")
-    return HostLayers(bubblewrap=not bubblewrap_off and bwrap_works(as_uid, switches), uid=uid_problem,
+    bubblewrap = not bubblewrap_off and bwrap_works(as_uid, switches)
+    nested = "bubblewrap is not used"
+    if bubblewrap:
+        nested = (f"turned off by {NO_ZYGOTE_ENV}" if switches.no_template else nested_namespaces(as_uid))
+    return HostLayers(bubblewrap=bubblewrap, uid=uid_problem,
                       landlock_abi=0 if switches.why_off("landlock") else landlock.abi_version(),
                       seccomp=switches.why_off("seccomp") or seccomp_filter.available(),
-                      bubblewrap_missing=bubblewrap_off, landlock_missing=switches.why_off("landlock"))
+                      bubblewrap_missing=bubblewrap_off, landlock_missing=switches.why_off("landlock"),
+                      nested=nested)
 
 
-def bwrap_command(workdir: str, runtime: str, use_gpu: bool) -> list[str]:
+def _bwrap_base(runtime: str, use_gpu: bool) -> list[str]:
+    """bubblewrap's namespaces with read-only system and Python folders and the runtime copy."""
     cmd = ["bwrap", "--unshare-all", "--die-with-parent", "--new-session",
            "--proc", "/proc", "--tmpfs", "/tmp", "--tmpfs", "/run"]
     cmd += ["--dev-bind", "/dev", "/dev"] if use_gpu else ["--dev", "/dev"]
@@ -260,8 +268,54 @@ def bwrap_command(workdir: str, runtime: str, use_gpu: bool) -> list[str]:
     if use_gpu and os.path.isdir("/sys"):
         cmd += ["--ro-bind", "/sys", "/sys"]
     cmd += ["--ro-bind", runtime, RUNTIME_MOUNT]
-    cmd += ["--bind", workdir, WORKDIR_MOUNT, "--chdir", WORKDIR_MOUNT]
     return cmd
+
+
+def bwrap_command(workdir: str, runtime: str, use_gpu: bool) -> list[str]:
+    """One worker in bubblewrap: its folder at WORKDIR_MOUNT."""
+    return _bwrap_base(runtime, use_gpu) + ["--bind", workdir, WORKDIR_MOUNT, "--chdir", WORKDIR_MOUNT]
+
+
+def template_bwrap_command(slot_root: str, runtime: str, use_gpu: bool) -> list[str]:
+    """A template worker in bubblewrap for one executor slot: the slot's folder of workdirs at
+    SLOT_MOUNT, and an empty WORKDIR_MOUNT for each worker to bind its own folder on
+    (grader.sandbox.namespaces)."""
+    return _bwrap_base(runtime, use_gpu) + ["--bind", slot_root, namespaces.SLOT_MOUNT,
+                                            "--dir", WORKDIR_MOUNT, "--chdir", "/"]
+
+
+_NESTED: dict[bool, str] = {}
+
+
+def nested_namespaces(as_uid: int | None) -> str:
+    """'' when a process inside bubblewrap may make a worker's own namespaces (a user namespace
+    nested in bubblewrap's, with mount, PID, network and IPC ones), else why not. Asked once per
+    process, by running grader.sandbox.namespaces.probe inside bubblewrap."""
+    key = as_uid is not None
+    if key not in _NESTED:
+        _NESTED[key] = _run_nested_probe(as_uid)
+    return _NESTED[key]
+
+
+def _run_nested_probe(as_uid: int | None) -> str:
+    folder = Path(tempfile.mkdtemp(prefix="grade-probe-"))
+    try:
+        folder.chmod(0o755)
+        runtime = build_runtime(folder / "runtime")
+        user = {} if as_uid is None else {"user": as_uid, "group": as_uid, "extra_groups": []}
+        probe = (f"import sys; sys.path.insert(0, {RUNTIME_MOUNT!r}); "
+                 "from grader.sandbox.namespaces import probe; probe()")
+        command = _bwrap_base(str(runtime), False) + ["--chdir", "/", sys.executable, "-I", "-S", "-c", probe]
+        done = subprocess.run(command, capture_output=True, timeout=30, env=scrubbed_env(False, "/tmp", "/tmp"),
+                              **user)
+    except (OSError, subprocess.SubprocessError) as exc:
+        return f"the nested namespaces probe did not run ({type(exc).__name__}: {exc})"
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    if done.returncode == 0:
+        return ""
+    why = done.stderr.decode(errors="replace").strip().splitlines()[-1:] or [f"exit code {done.returncode}"]
+    return f"a worker inside bubblewrap cannot make namespaces of its own ({why[0][-200:]})"
 
 
 def scrubbed_env(use_gpu: bool, home: str, tmp: str) -> dict[str, str]:

@@ -12,6 +12,7 @@ import signal
 import time
 
 from grader.sandbox import uids
+from grader.sandbox.supervisor import descendants
 
 STOP_TIMEOUT_S = 10.0  # how long a stopping worker, supervisor or template gets before it is killed
 
@@ -67,12 +68,28 @@ def host_pid(reported: int, uid: int | None, namespaced: bool) -> int | None:
     if uid is None:
         return None
     for pid in uids.processes_of(uid):
-        try:
-            with open(f"/proc/{pid}/status") as fh:
-                nspid = next((line.split()[1:] for line in fh if line.startswith("NSpid:")), [])
-        except OSError:
-            continue
+        nspid = ns_pids(pid)
         if len(nspid) > 1 and nspid[-1] == str(reported):
+            return pid
+    return None
+
+
+def ns_pids(pid: int) -> list[str]:
+    """The pids `pid` has in each PID namespace it is in, outermost first (/proc's NSpid)."""
+    try:
+        with open(f"/proc/{pid}/status") as fh:
+            return next((line.split()[1:] for line in fh if line.startswith("NSpid:")), [])
+    except OSError:
+        return []
+
+
+def host_pid_below(root: int, ns_pid: int, level: int) -> int | None:
+    """The host's pid of the process below `root` whose pid is `ns_pid` in a PID namespace `level`
+    deep (its innermost one: a worker forked from a template inside bubblewrap reports its own pid
+    at level 2, its template's fork is at level 1)."""
+    for pid in descendants(root):
+        chain = ns_pids(pid)
+        if len(chain) == level + 1 and chain[level] == str(ns_pid):
             return pid
     return None
 

@@ -11,8 +11,12 @@ order (rlimits, its own uid, Landlock, seccomp) before it imports a student
 file. Nothing of one student is ever in the template: it holds no course file,
 no reference and no student code, and each child's memory is its own copy.
 
-It serves the no-namespace level only: namespaces are made when bubblewrap
-execs, so a bubblewrap worker is still started from scratch.
+At the no-namespace level the template runs as the grader's user and each
+child drops to a uid of its own. Under bubblewrap the template itself runs inside
+the namespaces bubblewrap made for one executor slot, as that slot's uid, and each
+child first makes namespaces of its own nested in them (grader.sandbox.namespaces:
+user, mount, PID, network, IPC and UTS; its own folder bound at the submission's
+mount point), so that nothing a student's worker leaves reaches the next one.
 
 The template never starts threads or touches CUDA before it forks (a CUDA
 context cannot cross a fork): torch runs one thread, and the children set up
@@ -44,7 +48,7 @@ def _preload() -> None:
         import triton.language  # noqa: F401
     except Exception:  # no triton here: nothing to preload
         pass
-    from grader.sandbox import layers, supervisor, worker  # noqa: F401
+    from grader.sandbox import layers, namespaces, supervisor, worker  # noqa: F401
 
 
 def _receive(channel: socket.socket) -> tuple[dict, list[int]] | None:
@@ -62,7 +66,8 @@ def _receive(channel: socket.socket) -> tuple[dict, list[int]] | None:
 
 
 def _become_supervisor(message: dict, fds: list[int], channel: socket.socket) -> None:
-    """In the forked child: take the pipes, the environment and the folder of this worker."""
+    """In the forked child: take the pipes, the environment and the folder of this worker (under
+    bubblewrap, in namespaces of its own first)."""
     channel.close()
     for number in (signal.SIGCHLD, signal.SIGTERM, signal.SIGINT):
         signal.signal(number, signal.SIG_DFL)
@@ -74,12 +79,32 @@ def _become_supervisor(message: dict, fds: list[int], channel: socket.socket) ->
     os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
     spec = dict(message["spec"])
     spec.update({name: named[name] for name in FDS if name != "output_fd"})
+    if message.get("nest"):
+        _nest(message["nest"]["source"], spec["workdir"])
     os.environ.clear()
     os.environ.update(message["env"])
     os.chdir(spec["workdir"])
     from grader.sandbox.supervisor import main
 
     main(json.dumps(spec))
+
+
+def _nest(source: str, workdir: str) -> None:
+    """Namespaces of this worker's own, then the first process inside them carries on as its
+    supervisor; this process only passes that one's end on (its exit code) to the template."""
+    from grader.sandbox import namespaces
+
+    try:
+        namespaces.enter(source, workdir)
+    except OSError as exc:
+        sys.stderr.write(f"grader sandbox: the worker's own namespaces could not be made: {exc}\n")
+        sys.stderr.flush()
+        raise
+    pid = os.fork()
+    if pid:
+        os.closerange(0, 1 << 16)  # every pipe stays with the supervisor alone
+        os._exit(namespaces.wait_for(pid))
+    namespaces.become_init()
 
 
 def main(control_fd: int) -> None:

@@ -1,0 +1,161 @@
+"""Fresh namespaces for one worker forked from a template that lives inside bubblewrap.
+
+Under bubblewrap a template worker (grader.sandbox.zygote) runs in the namespaces
+bubblewrap made for one executor slot: its own user, PID, network, IPC and mount
+namespaces, as that slot's uid. Each student's worker is forked from it and, before
+anything else, gets namespaces of its own nested in the slot's:
+
+- `enter` (in the forked child): a new user namespace (the slot's uid mapped to
+  itself, nothing else), and new mount, PID, network, IPC and UTS namespaces; its
+  own folder bound at the submission's mount point, the slot's folder of workdirs
+  hidden under an empty tmpfs, a fresh /tmp and /dev/shm;
+- `become_init` (in the first child of the new PID namespace, the supervisor,
+  PID 1 there): a /proc of its own PID namespace, then every capability dropped,
+  so that the worker it forks holds none.
+
+So nothing one student leaves (processes, files, System V or POSIX IPC objects,
+abstract sockets, memory) reaches the next worker of the slot, the template or
+another slot: the PID namespace ends with its supervisor, the IPC and network
+namespaces with their last process, the mounts with the mount namespace. The
+worker then puts up its own fences (grader.sandbox.layers: rlimits, Landlock,
+seccomp) as at every level.
+
+Standard library only: this module runs in the sandbox's runtime copy.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+
+CLONE_NEWNS = 0x00020000
+CLONE_NEWUTS = 0x04000000
+CLONE_NEWIPC = 0x08000000
+CLONE_NEWUSER = 0x10000000
+CLONE_NEWPID = 0x20000000
+CLONE_NEWNET = 0x40000000
+WORKER_NAMESPACES = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWNET | CLONE_NEWUTS
+
+MS_NOSUID, MS_NODEV, MS_NOEXEC = 0x2, 0x4, 0x8
+MS_BIND, MS_REC, MS_PRIVATE = 0x1000, 0x4000, 1 << 18
+PR_CAPBSET_DROP, PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = 24, 47, 4
+CAPABILITY_VERSION_3 = 0x20080522
+LAST_CAPABILITY = 63  # dropping an unknown one fails with EINVAL, which is ignored
+
+SLOT_MOUNT = "/slots"  # the slot's folder of workdirs inside the template's bubblewrap
+FRESH = ("/tmp", "/dev/shm")  # an empty tmpfs of its own for each worker
+
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+class NamespaceError(OSError):
+    """A namespace or mount could not be made: the worker must not start."""
+
+
+def _check(result: int, what: str) -> None:
+    if result != 0:
+        number = ctypes.get_errno()
+        raise NamespaceError(number, f"{what}: {os.strerror(number)}")
+
+
+def _mount(source: str, target: str, kind: str | None, flags: int, data: str | None = None) -> None:
+    _check(_libc.mount(source.encode(), target.encode(), kind.encode() if kind else None, flags,
+                       data.encode() if data else None), f"mount {source} on {target}")
+
+
+def _write(path: str, text: str) -> None:
+    with open(path, "w") as fh:
+        fh.write(text)
+
+
+def _unshare() -> None:
+    """New user (this uid and gid mapped to themselves, nothing else), mount, PID, network, IPC and
+    UTS namespaces; mounts made from here on stay in this one."""
+    uid, gid = os.getuid(), os.getgid()
+    _check(_libc.unshare(WORKER_NAMESPACES), "unshare (user, mount, PID, network, IPC, UTS)")
+    _write("/proc/self/setgroups", "deny")
+    _write("/proc/self/uid_map", f"{uid} {uid} 1\n")
+    _write("/proc/self/gid_map", f"{gid} {gid} 1\n")
+    _mount("none", "/", None, MS_REC | MS_PRIVATE)
+
+
+def _fresh(folders) -> None:
+    for folder in folders:
+        if os.path.isdir(folder):
+            _mount("tmpfs", folder, "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777")
+
+
+def enter(source: str, mountpoint: str) -> None:
+    """In the forked child: new namespaces, `source` (a folder under SLOT_MOUNT) bound at
+    `mountpoint`, the other workdirs hidden, a fresh /tmp and /dev/shm. Raises NamespaceError."""
+    _unshare()
+    real = os.path.realpath(source)
+    if not real.startswith(SLOT_MOUNT + "/"):
+        raise NamespaceError(0, f"{source} is not a workdir under {SLOT_MOUNT}")
+    _mount(real, mountpoint, None, MS_BIND | MS_REC)
+    _mount("tmpfs", SLOT_MOUNT, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, "size=4k,mode=0555")
+    _fresh(FRESH)
+
+
+def probe() -> None:
+    """Exit 0 when a process here (inside bubblewrap) can make a worker's namespaces as `enter` and
+    `become_init` do, else exit 1 with the step that failed on stderr."""
+    try:
+        _unshare()
+        _fresh(("/tmp",))
+        pid = os.fork()
+        if pid == 0:
+            try:
+                become_init()
+            except OSError as exc:
+                os.write(2, f"{exc}".encode())
+                os._exit(1)
+            os._exit(0)
+        code = wait_for(pid)
+    except OSError as exc:
+        os.write(2, f"{exc}".encode())
+        code = 1
+    os._exit(code)
+
+
+class _CapHeader(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+
+class _CapData(ctypes.Structure):
+    _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
+
+
+def drop_capabilities() -> None:
+    """No capability left in any set (bounding, ambient, permitted, effective, inheritable)."""
+    for cap in range(LAST_CAPABILITY + 1):
+        _libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0)
+    _libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
+    _check(_libc.capset(ctypes.byref(_CapHeader(CAPABILITY_VERSION_3, 0)), (_CapData * 2)()), "capset")
+    with open("/proc/self/status") as fh:
+        held = {k: v.strip() for k, _, v in (line.partition(":") for line in fh) if k in ("CapEff", "CapPrm")}
+    if any(int(v, 16) for v in held.values()):
+        raise NamespaceError(0, f"capabilities still held: {held}")
+
+
+def become_init() -> None:
+    """In the first child of the new PID namespace (PID 1 there): its own /proc, then no capability."""
+    if os.getpid() != 1:
+        raise NamespaceError(0, "not the first process of a new PID namespace")
+    _mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+    drop_capabilities()
+
+
+def wait_for(pid: int) -> int:
+    """The exit code that passes `pid`'s end on (a signal as 128 + its number)."""
+    while True:
+        try:
+            _, status = os.waitpid(pid, 0)
+        except ChildProcessError:
+            return 70
+        except InterruptedError:
+            continue
+        if os.WIFEXITED(status):
+            return os.WEXITSTATUS(status)
+        if os.WIFSIGNALED(status):
+            return 128 + os.WTERMSIG(status)
