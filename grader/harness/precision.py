@@ -38,6 +38,7 @@ EPS = {torch.float64: 2.0 ** -52, torch.float32: 2.0 ** -23, torch.float16: 2.0 
 LOWER = (("float16", torch.float16), ("bfloat16", torch.bfloat16))  # the precisions a result may betray
 FINE_UNITS = 64.0  # errors within this many units of the dtype's own rounding are not a precision problem
 SAME_PRECISION = (1 / 64, 8.0)  # p90 error within these units of a lower precision: its rounding
+MIN_SLICE = 2  # one value alone always fits a factor of its own
 ROW_FACTOR_SHARE = 0.25  # residual after one factor per row at most this share of the error: a per-row sum
 SECTION = "§10"
 
@@ -54,7 +55,8 @@ class PrecisionProfile:
     max_units: float
     nonfinite: int  # inf or NaN where the oracle is finite
     largest_score: float | None  # the largest |score| the inputs make (None when it cannot be told)
-    row_factor_p90_units: float  # p90 error left after the best single factor per slice (along the best axis)
+    row_factor_p90_units: float | None  # p90 error left after the best single factor per slice (along the
+    # best axis); None when no axis is long enough to tell
     row_factor_max: float  # the largest |factor − 1| of a slice, in units of eps
 
     def to_dict(self) -> dict:
@@ -97,14 +99,18 @@ def largest_score(args: tuple, kwargs: dict) -> float | None:
     return None
 
 
-def _per_slice_factor(a: torch.Tensor, o: torch.Tensor, eps: float) -> tuple[float, float]:
+def _per_slice_factor(a: torch.Tensor, o: torch.Tensor, eps: float) -> tuple[float | None, float]:
     """How much of the error one factor per slice explains, along the axis where it explains most (a
     softmax normalises along its `dim`): the p90 error left after a ≈ c · o in each slice, in units of
     eps × the slice's size, and the largest |c − 1| in units of eps."""
     best = (math.inf, 0.0)
     for axis in range(a.dim()):
         sa, so = a.movedim(axis, -1), o.movedim(axis, -1)  # [..., slice]
+        # only slices with enough values that count: a handful fits one factor whatever their errors
         both = torch.isfinite(sa) & torch.isfinite(so)
+        both &= ((both & (so != 0)).sum(-1, keepdim=True) >= MIN_SLICE)
+        if not bool(both.any()):
+            continue
         size = torch.where(torch.isfinite(so), so.abs(), 0.0).amax(-1, keepdim=True).clamp(min=1e-300)
         dot = torch.where(both, sa * so, 0.0).sum(-1, keepdim=True)
         norm = torch.where(both, so * so, 0.0).sum(-1, keepdim=True)
@@ -113,7 +119,7 @@ def _per_slice_factor(a: torch.Tensor, o: torch.Tensor, eps: float) -> tuple[flo
         found = (_quantile(left, 0.9), float(((factor - 1.0).abs() / eps).max()))
         if found[0] < best[0]:
             best = found
-    return best if math.isfinite(best[0]) else (0.0, 0.0)
+    return best if math.isfinite(best[0]) else (None, 0.0)  # no slice long enough: not told apart
 
 
 def measure(actual: torch.Tensor, oracle: torch.Tensor, dtype: torch.dtype,
@@ -164,7 +170,10 @@ def _lower_precision(profile: PrecisionProfile, dtype: torch.dtype) -> Diagnosis
     numbers = (f"the errors are {profile.median_units:.3g} (median) and {profile.p90_units:.3g} (90th percentile) "
                f"units of {profile.dtype}'s rounding (eps = 2^{round(math.log2(profile.eps))}), that is "
                f"{profile.units_of(lower):.2g} units of {name}'s (eps = 2^{round(math.log2(EPS[lower]))})")
-    by_row = profile.row_factor_p90_units <= ROW_FACTOR_SHARE * profile.p90_units
+    # One factor per row explains the errors when what it leaves is the dtype's own rounding: scattered
+    # float16 errors leave hundreds of units however short the rows, a float16 sum leaves about one.
+    by_row = (profile.row_factor_p90_units is not None
+              and profile.row_factor_p90_units <= min(FINE_UNITS, ROW_FACTOR_SHARE * profile.p90_units))
     if by_row:
         return Diagnosis(
             f"precision_{name}_accumulation", f"a sum accumulated in {name}", SECTION,
