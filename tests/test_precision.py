@@ -188,3 +188,13 @@ def test_the_precision_diagnosis_is_the_same_for_every_seed(course, tmp_path, fi
         outcomes = _hidden_in_process(course, fixture, "softmax", tmp_path, seed=seed)
         found = {(o.diagnosis or {}).get("id") for o in outcomes if o.status == "failed"}
         assert found == {finding}, (seed, [(o.name, o.diagnosis and o.diagnosis["id"]) for o in outcomes])
+
+
+def test_the_largest_score_of_a_long_sequence_is_not_computed():
+    """Explaining a failure never materialises a long sequence's N x N scores (a sliding window at
+    N = 32768 would need 8 GiB in float64): beyond the budget the largest score is not told."""
+    short = torch.randn(1, 64, 16, dtype=torch.float64)
+    assert precision.largest_score((short, short), {}) == pytest.approx(
+        float((short @ short.transpose(-2, -1)).abs().max()) / 4)
+    long = torch.zeros(1, 32768, 64)
+    assert precision.largest_score((long, long), {}) is None

@@ -136,6 +136,18 @@ def interpret_kernels_without_gpu() -> None:
         os.environ.setdefault("TRITON_INTERPRET", "1")
 
 
+def grading_assignment(course: Course, assignment_id: str):
+    """For a command that grades one submission: its Assignment, with the template worker its sandbox
+    forks from started at once (it imports torch while this command imports the grader) and Triton's
+    interpreter switched on without a GPU."""
+    from grader.sandbox.template import Zygote
+
+    assigned = load_assignment(course, assignment_id)
+    Zygote.warm(assigned.settings.sandbox.uid_range, assigned.switches)
+    interpret_kernels_without_gpu()
+    return assigned
+
+
 @click.group(cls=GradeGroup)
 @click.option("--course", "course_dir", type=click.Path(file_okay=False), default=None,
               help="Course root (default: $GRADE_COURSE, else the nearest parent with assignments/).")
@@ -213,14 +225,13 @@ def check(course: Course, assignment: str | None, workspace: str | None, task_id
     """Student self-check: the public tests, in the sandbox. Never records a grade.
 
     ASSIGNMENT may be left out inside an unzipped bundle (or a course with one assignment)."""
+    assigned = grading_assignment(course, course.default_assignment(assignment))
     from grader.cli.console import print_check_summary, print_terminal
     from grader.core.course import refuse_another_copy
     from grader.core.records import FAILED, PENDING
     from grader.pipeline.grading import GradeRequest, open_submission
     from grader.pipeline.record import ResultsJson, grade_and_record
 
-    interpret_kernels_without_gpu()
-    assigned = load_assignment(course, course.default_assignment(assignment))
     refuse_another_copy(course, assigned.manifest.files, workspace)
     submission = open_submission(assigned, workspace, student=SELF_CHECK_STUDENT)
     click.echo(f"checking {Path(submission.source).resolve()}: the public tests of {assigned.id} "
@@ -264,17 +275,17 @@ def submit(course: Course, assignment: str, workspace: str | None, student: str 
     """The official grade of one submission (exit 0 whenever grading completed).
 
     A student's extension recorded in the gradebook (grade extension, or the roster) applies."""
-    from grader.cli.console import ActivityProgress, print_terminal
     from grader.core.student_ids import check_student_id
+
+    if student is not None:
+        check_student_id(student, "--student", fix="pass the student's id")
+    assigned = grading_assignment(course, assignment)
+    from grader.cli.console import ActivityProgress, print_terminal
     from grader.pipeline.grading import GradeRequest, grade, open_submission
     from grader.pipeline.record import GradebookRow, HtmlReport, ResultsJson, deliver
     from grader.pipeline.staff import recorded_due_date
     from grader.storage.gradebook import Gradebook
 
-    if student is not None:
-        check_student_id(student, "--student", fix="pass the student's id")
-    interpret_kernels_without_gpu()
-    assigned = load_assignment(course, assignment)
     submission = open_submission(assigned, workspace, student=student, submitted_at=submitted_at)
     html = Path(html_path) if html_path else course.report_path(submission.student, assignment)
     book_path = course.gradebook_path(gradebook_path)

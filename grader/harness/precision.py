@@ -71,15 +71,20 @@ def _quantile(values: torch.Tensor, q: float) -> float:
     return float(torch.quantile(values, q)) if values.numel() else 0.0
 
 
+SCORE_BUDGET = 1 << 25  # multiply-adds spent on the largest score at most: beyond, it is not told
+
+
 def largest_score(args: tuple, kwargs: dict) -> float | None:
     """The largest |score| the inputs make: for queries and keys (two tensors with the same last
     dimension), max |q·k| times the scale (sm_scale=, else 1/√d); for a single tensor input,
-    its largest magnitude; otherwise unknown."""
+    its largest magnitude; otherwise unknown (also when the scores would cost more than
+    SCORE_BUDGET multiply-adds: a long sequence's are never materialised to explain a failure)."""
     tensors = [a for a in args if isinstance(a, torch.Tensor) and a.is_floating_point()]
-    finite = [t.detach().cpu().double() for t in tensors]
-    if len(finite) >= 2 and finite[0].dim() >= 2 and finite[1].dim() >= 2 and \
-            finite[0].shape[-1] == finite[1].shape[-1]:
-        q, k = finite[0], finite[1]
+    if len(tensors) >= 2 and tensors[0].dim() >= 2 and tensors[1].dim() >= 2 and \
+            tensors[0].shape[-1] == tensors[1].shape[-1]:
+        if tensors[0].numel() * tensors[1].shape[-2] > SCORE_BUDGET:
+            return None
+        q, k = (t.detach().cpu().double() for t in tensors[:2])
         if k.dim() == q.dim() and k.shape[:-2] != q.shape[:-2]:  # grouped heads: repeat k's heads
             try:
                 k = k.repeat_interleave(q.shape[-3] // k.shape[-3], dim=-3)
@@ -93,8 +98,9 @@ def largest_score(args: tuple, kwargs: dict) -> float | None:
             return None
         scores = scores[torch.isfinite(scores)]
         return float(scores.abs().max()) if scores.numel() else None
-    if len(finite) == 1:
-        values = finite[0][torch.isfinite(finite[0])]
+    if len(tensors) == 1:
+        values = tensors[0].detach().cpu().double()
+        values = values[torch.isfinite(values)]
         return float(values.abs().max()) if values.numel() else None
     return None
 

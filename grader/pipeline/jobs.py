@@ -93,15 +93,15 @@ def run_job(job: GradingJob, submission: Submission | None = None, *, render_rep
 
 def warm_process(assignment: Assignment | None) -> None:
     """Pay the imports of grading (torch, pytest, the report, the reference) once per process."""
+    if assignment is not None:  # its workers fork from a template: start it first, so that it imports torch
+        from grader.sandbox.template import Zygote  # while this process imports the rest
+
+        Zygote.warm(assignment.settings.sandbox.uid_range, assignment.switches)
     from grader.harness.reference import load_reference
     from grader.render import report  # noqa: F401
 
     if assignment is None:
         return
-    if not assignment.switches.no_template:  # its workers fork from a template: start it now, so that it
-        from grader.sandbox.client import warm_template  # imports torch while this process imports the rest
-
-        warm_template(assignment.settings.sandbox.uid_range, assignment.switches)
     try:
         load_reference(assignment)
     except Exception:  # a broken reference shows up per job, with its message

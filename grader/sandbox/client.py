@@ -68,22 +68,6 @@ class CallResult:
 
 
 
-def warm_template(uid_range: tuple[int, int] | None, switches: isolation.SandboxSwitches) -> None:
-    """Start the template worker that this process's next worker would fork from, if any (it imports
-    torch meanwhile): under bubblewrap the slot's (a CPU worker, where namespaces nest), else at the
-    no-namespace level the plain one."""
-    if switches.no_template:
-        return
-    use_gpu = torch.cuda.is_available()
-    probe_uid = uid_range[0] if uid_range is not None and os.geteuid() == 0 else None
-    host = isolation.host_layers(probe_uid, switches)
-    if host.bubblewrap:
-        if not use_gpu and not host.nested:
-            Zygote.shared(False, namespaced=True, uid_range=uid_range)
-        return
-    Zygote.shared(use_gpu)
-
-
 class Sandbox:
     """One student's worker process, restarted after every timeout or crash."""
 
@@ -131,7 +115,8 @@ class Sandbox:
         # namespaces of its own (grader.sandbox.namespaces); it runs as the template's uid. A GPU
         # worker, or a host that refuses nested namespaces, execs bubblewrap for each worker.
         self._nested: Zygote | None = None
-        if self.base == "bubblewrap" and not self.use_gpu and not self.host.nested:
+        if (self.base == "bubblewrap" and not self.use_gpu and not self.host.nested
+                and not (os.geteuid() == 0 and self.host.uid)):
             zygote = Zygote.shared(False, namespaced=True, uid_range=uid_range)
             if zygote.uid is not None or self._slot is None:  # the same uid rule as an exec'd worker's
                 self._nested = zygote

@@ -23,6 +23,8 @@ official grade.
 from __future__ import annotations
 
 import functools
+import glob
+import importlib.util
 import os
 import shutil
 import subprocess
@@ -158,17 +160,20 @@ def library_paths(use_gpu: bool) -> list[str]:
 
 @functools.lru_cache(maxsize=1)
 def runtime_files() -> tuple[str, ...]:
-    """Files the uid layer needs readable by the worker's user: the interpreter and torch."""
-    import torch
-
-    files = [os.__file__, torch.__file__]
-    try:
-        import triton
-
-        files.append(triton.__file__)
-    except ImportError:
-        pass
+    """Files the uid layer needs readable by the worker's user: the interpreter, torch and Triton
+    (found without importing them)."""
+    files = [os.__file__]
+    for package in ("torch", "triton"):
+        spec = importlib.util.find_spec(package)
+        if spec is not None and spec.origin:
+            files.append(spec.origin)
     return tuple(os.path.realpath(f) for f in files)
+
+
+def no_gpu_here() -> bool:
+    """True when this machine surely has no CUDA device for a worker (no NVIDIA device file, or none
+    made visible), so a CPU worker's template may be started before torch is imported to ask."""
+    return os.environ.get("CUDA_VISIBLE_DEVICES") == "" or not glob.glob("/dev/nvidia[0-9]*")
 
 
 def build_runtime(target: Path) -> Path:
