@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path, PurePosixPath
 
+from grader.core.assignment import Assignment
 from grader.core.errors import GraderError, SubmissionError
 from grader.core.files import SKIPPED_PARTS
 from grader.core.quiz import ANSWERS_FILE
@@ -365,3 +366,10 @@ def load_submission(path: str | Path, module_files: tuple[str, ...], *, student:
         notes.append(f"missing file(s): {', '.join(missing)}")
     return Submission(files=files, source=str(path), form=form, student=student,
                       submitted_at=submitted_at, notes=tuple(notes), missing=missing, found_in=found_in)
+
+
+def open_submission(assignment: Assignment, workspace: str | Path | None = None, *,
+                    student: str | None = None, submitted_at: datetime | None = None) -> Submission:
+    """The submission at `workspace` (default: the assignment's own folder, i.e. the stubs)."""
+    workspace = Path(workspace) if workspace else assignment.folder
+    return load_submission(workspace, assignment.manifest.files, student=student, submitted_at=submitted_at)

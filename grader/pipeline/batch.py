@@ -56,11 +56,10 @@ from pathlib import Path
 from grader.core.assignment import Assignment
 from grader.core.errors import GradebookError, GraderError
 from grader.core.text import one_line, storable
-from grader.intake.submission import Submission
+from grader.intake.submission import Submission, open_submission
 from grader.pipeline.discovery import TIMESTAMPS_FILE, Entry, discover, raw_sha256
 from grader.pipeline.dispatch import Dispatcher
 from grader.pipeline.executor import Executor
-from grader.pipeline.grading import open_submission
 from grader.pipeline.jobs import GradingJob, JobResult, describe_failure
 from grader.pipeline.local_pool import LocalProcessExecutor
 from grader.pipeline.policy import require_sandbox

@@ -14,7 +14,6 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import datetime
-from pathlib import Path
 
 import torch
 
@@ -33,7 +32,7 @@ from grader.harness.testing import GradingContext
 from grader.harness.timing import environment
 from grader.intake.kernels import kernel_module
 from grader.intake.static_checks import check_sources
-from grader.intake.submission import Submission, load_submission
+from grader.intake.submission import Submission, open_submission  # noqa: F401  (re-exported: one definition)
 from grader.pipeline.policy import OVERRIDE_FLAG, refusal
 from grader.sandbox.client import Sandbox, SandboxUnavailable
 
@@ -63,13 +62,6 @@ class GradeRequest:
     protected: tuple[str, ...] = ()
     timing_device: str = "auto"
     due: DueDate | None = None
-
-
-def open_submission(assignment: Assignment, workspace: str | Path | None = None, *,
-                    student: str | None = None, submitted_at: datetime | None = None) -> Submission:
-    """The submission at `workspace` (default: the assignment's own folder, i.e. the stubs)."""
-    workspace = Path(workspace) if workspace else assignment.folder
-    return load_submission(workspace, assignment.manifest.files, student=student, submitted_at=submitted_at)
 
 
 def resolve_timing_device(choice: str, use_gpu: bool) -> str | None:

@@ -15,14 +15,16 @@ import time
 import traceback
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from grader.core.assignment import Assignment
 from grader.core.compat import parse_iso
 from grader.core.due import DueDate
 from grader.core.errors import GraderError
 from grader.intake.submission import Submission
-from grader.pipeline.grading import GradeRequest, open_submission
-from grader.pipeline.record import HtmlReport, RenderedReport, Sink, grade_and_record
+
+if TYPE_CHECKING:  # grading imports torch: only the processes that grade import it, never a batch's parent
+    from grader.pipeline.grading import GradeRequest
 
 
 @dataclass(frozen=True)
@@ -41,6 +43,8 @@ class GradingJob:
     due: DueDate | None = None  # this student's due date (default: the manifest's)
 
     def request(self) -> GradeRequest:
+        from grader.pipeline.grading import GradeRequest
+
         return GradeRequest(mode=self.mode, seed=self.seed, allow_weak_sandbox=self.allow_weak_sandbox,
                             protected=tuple(self.protected), due=self.due)
 
@@ -75,6 +79,9 @@ def run_job(job: GradingJob, submission: Submission | None = None, *, render_rep
     The files are read from `job.path`, unless `submission` is given: a remote executor
     reads them where the batch runs and ships them as data. The report is written to
     `job.report_path`, or, with `render_report`, returned as text for the batch to write."""
+    from grader.intake.submission import open_submission
+    from grader.pipeline.record import HtmlReport, RenderedReport, Sink, grade_and_record
+
     started = time.perf_counter()
     try:
         if submission is None:

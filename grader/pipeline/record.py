@@ -18,17 +18,19 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from grader.core.assignment import Assignment
 from grader.core.files import write_atomic
 from grader.core.manifest import Manifest
 from grader.core.records import GradeResult
 from grader.intake.submission import Submission
-from grader.pipeline.grading import GradeRequest, grade
 from grader.render.report import render_html
 from grader.render.results import gradescope_results, results_text
 from grader.storage.gradebook import Gradebook
+
+if TYPE_CHECKING:  # grading imports torch: a batch's parent records with these sinks and never grades
+    from grader.pipeline.grading import GradeRequest
 
 
 class Sink(Protocol):
@@ -95,5 +97,7 @@ def grade_and_record(assignment: Assignment, submission: Submission, request: Gr
                      sinks: Sequence[Sink] = (), progress: Callable[[str], None] | None = None,
                      ) -> tuple[GradeResult, list[str]]:
     """Grade one submission and deliver the result to `sinks`; the result and what the sinks said."""
+    from grader.pipeline.grading import grade
+
     result = grade(assignment, submission, request, progress)
     return result, deliver(result, submission, sinks)
