@@ -32,6 +32,7 @@ from grader.core.course import Course
 from grader.core.records import PASSED, TestOutcome
 from grader.core.scoring import score
 from grader.pipeline.grading import GradeRequest, grade, open_submission
+from grader.sandbox.uids import DEFAULT_UID_RANGE
 from grader.storage.gradebook import Gradebook
 from tests.conftest import MINI_COURSE, grade_workspace, sandbox_start_s
 
@@ -55,6 +56,13 @@ def tree_digest(root: Path, skip: set[Path] = frozenset()) -> str:
         if path.is_file() and not path.is_symlink():
             digest.update(path.read_bytes())
     return digest.hexdigest()
+
+
+def nested_here() -> bool:
+    """Whether bubblewrap's workers fork from a template here (namespaces nest inside bubblewrap)."""
+    from grader.sandbox.isolation import nested_namespaces
+
+    return not nested_namespaces(DEFAULT_UID_RANGE[0] if os.geteuid() == 0 else None)
 
 
 def template_processes() -> set[int]:
@@ -124,6 +132,7 @@ class Classroom:
         assignment = Assignment.load(self.course, "mini")
         submission = open_submission(assignment, work, student=student)
         result = grade(assignment, submission, GradeRequest(protected=(str(self.gradebook),)))
+        self.result = result
         used = re.search(r"\buid (\d+)", result.isolation)
         self.worker_uid = int(used.group(1)) if used else None
         with Gradebook(self.gradebook) as book:
@@ -383,6 +392,8 @@ def test_attack_is_contained(room: Classroom, level: str, name: str) -> None:
         assert tasks["normalize"].earned == tasks["normalize"].points, [o.message for o in result.outcomes]
         assert tasks["quiz"].earned == tasks["quiz"].points
     assert result.isolation_level.startswith(level)
+    if level == "bubblewrap" and not os.environ.get("GRADE_NO_ZYGOTE") and nested_here():
+        assert "nested in its slot's bubblewrap sandbox" in result.isolation  # the level's template path
     assert server.accepted == 0
     assert not Path("/tmp/grade-attack-marker").exists() and not Path("/dev/shm/grade-attack-marker").exists()
     # A submission costs at most its budget, and the trusted side's own work around it (a few times what
@@ -390,6 +401,18 @@ def test_attack_is_contained(room: Classroom, level: str, name: str) -> None:
     bound = room.budget_s + 3 * plain_grading_s(level)
     assert elapsed < bound, f"one submission cost {elapsed:.0f} s (bound {bound:.0f} s)"
     room.untouched()
+
+
+@pytest.mark.sandbox
+@pytest.mark.parametrize("level", ["bubblewrap"], indirect=True)
+@pytest.mark.parametrize("name", sorted(ATTACKS))
+def test_attack_is_contained_where_bubblewrap_starts_every_worker(room: Classroom, level: str, name: str,
+                                                                  monkeypatch) -> None:
+    """The same attacks where bubblewrap execs each worker (a GPU worker, or a host that refuses nested
+    namespaces): the level's other path, with the same records."""
+    monkeypatch.setenv("GRADE_NO_ZYGOTE", "1")
+    test_attack_is_contained(room, level, name)
+    assert "nested in its slot's bubblewrap sandbox" not in room.result.isolation  # it was exec'd
 
 
 @pytest.mark.sandbox

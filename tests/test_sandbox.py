@@ -10,6 +10,7 @@ import torch
 from grader.sandbox import isolation, protocol
 from grader.sandbox.client import Sandbox
 from grader.sandbox.limits import SandboxLimits
+from grader.sandbox.worker_status import ns_pids
 from tests.conftest import ROOT
 
 SOURCE = b'''
@@ -170,3 +171,67 @@ def test_the_runtime_copy_holds_everything_the_worker_imports_and_nothing_else()
                     frontier.append(f"{leaf}.py")
     assert wanted <= set(isolation.WORKER_MODULES), wanted - set(isolation.WORKER_MODULES)
     assert "client.py" not in isolation.WORKER_MODULES and "isolation.py" not in isolation.WORKER_MODULES
+
+
+NESTED = b'''
+import os
+
+def look():
+    return {"files": sorted(set(os.listdir(".")) - {"__pycache__"}), "pid": os.getpid(), "uid": os.getuid()}
+'''
+
+
+def _namespaces(pid: int) -> dict[str, str]:
+    return {kind: os.readlink(f"/proc/{pid}/ns/{kind}") for kind in ("user", "mnt", "pid", "net", "ipc")}
+
+
+def _capabilities(pid: int) -> int:
+    with open(f"/proc/{pid}/status") as fh:
+        return int(next(line.split()[1] for line in fh if line.startswith("CapEff:")), 16)
+
+
+@pytest.mark.sandbox
+def test_a_bubblewrap_worker_forks_from_its_slots_template_with_namespaces_of_its_own(monkeypatch):
+    """Under bubblewrap a CPU worker forks from the slot's template (one bubblewrap sandbox) and nests
+    user, mount, PID, network and IPC namespaces of its own: another from the template's, another from
+    the next worker's; it holds no capability, sees only its own files and a /tmp of its own."""
+    monkeypatch.delenv("GRADE_NO_BWRAP", raising=False)
+    monkeypatch.delenv("GRADE_NO_ZYGOTE", raising=False)
+    if not isolation.bwrap_works() or isolation.nested_namespaces(None if os.geteuid() else 60000):
+        pytest.skip("bubblewrap, with namespaces nested in it, is not available here")
+    seen = []
+    for number in range(2):
+        with Sandbox({"w.py": NESTED, f"mine{number}.txt": b""}, ["w.py"]) as box:
+            assert box.wait_ready().level.startswith("bubblewrap+") and box.uses_zygote
+            looked = box.call("look")
+            assert looked.status == "ok", looked
+            assert looked.value["files"] == sorted(["w.py", f"mine{number}.txt", ".home", ".tmp"])
+            assert looked.value["pid"] == 2  # its supervisor is pid 1 of its own PID namespace
+            view = f"/proc/{box._worker_pid}/root"  # its mount namespace, seen from outside
+            assert os.listdir(f"{view}/tmp") == [] and os.listdir(f"{view}/slots") == []
+            assert sorted(set(os.listdir(f"{view}/submission")) - {"__pycache__"}) == looked.value["files"]
+            template = next(p for p in box._nested.own_pids() if ns_pids(p)[1:] == ["2"])  # bubblewrap's child
+            worker = _namespaces(box._worker_pid)
+            assert all(worker[kind] != _namespaces(template)[kind] for kind in worker), worker
+            assert _capabilities(box._worker_pid) == 0
+            if box.worker_uid is not None:
+                assert looked.value["uid"] == box.worker_uid == box._nested.uid
+            seen.append(worker)
+    assert all(seen[0][kind] != seen[1][kind] for kind in seen[0])  # the next worker's are fresh again
+
+
+@pytest.mark.sandbox
+@pytest.mark.parametrize("why", ["nested namespaces refused", "no template"])
+def test_without_nested_namespaces_bubblewrap_workers_are_started_from_scratch(monkeypatch, why):
+    monkeypatch.delenv("GRADE_NO_BWRAP", raising=False)
+    if not isolation.bwrap_works():
+        pytest.skip("bubblewrap cannot create namespaces here")
+    if why == "no template":
+        monkeypatch.setenv("GRADE_NO_ZYGOTE", "1")
+    else:
+        monkeypatch.setattr(isolation, "nested_namespaces", lambda _uid: "a worker inside bubblewrap cannot "
+                                                                         "make namespaces of its own (refused)")
+    with Sandbox({"w.py": NESTED}, ["w.py"]) as box:
+        assert box._nested is None and not box.uses_zygote
+        assert box.wait_ready().level.startswith("bubblewrap+")
+        assert box.call("look").value["files"] == sorted(["w.py", ".home", ".tmp"])

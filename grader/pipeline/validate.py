@@ -16,10 +16,11 @@ sandbox, with the hidden tests (mode "submit") and with the public tests (mode "
   another is named.
 
 The gradings run side by side on the project's pool (grader.pipeline.local_pool, fed by
-grader.pipeline.dispatch), each in the template worker's sandbox: the code graded is the instructor's
-own, so a worker is forked in milliseconds rather than started afresh (bubblewrap's level costs a new
-interpreter importing torch per grading). A grading whose fingerprint is unchanged since the last run
-is read back instead (grader.pipeline.validate_cache). `tasks` and `mutant_ids` narrow the run to
+grader.pipeline.dispatch), each in a worker forked from a template worker, in milliseconds rather than
+started afresh (a new interpreter importing torch per grading): under bubblewrap where its workers fork
+from one (grader.sandbox.namespaces), else at the no-namespace level (the code is the instructor's own).
+A grading whose fingerprint is unchanged since the last run is read back instead
+(grader.pipeline.validate_cache). `tasks` and `mutant_ids` narrow the run to
 those mutants (the reference and the stubs are always graded, mostly from the cache).
 """
 
@@ -456,9 +457,15 @@ class _Recorder:
 
 
 def validating(assignment: Assignment) -> Assignment:
-    """The assignment as validate grades it: every worker forked from the template worker (see the
-    module docstring), whatever level official grades use here."""
-    return replace(assignment, switches=replace(assignment.switches, no_bubblewrap=True, no_template=False))
+    """The assignment as validate grades it: every worker forked from a template worker (see the module
+    docstring), at the host's own level where bubblewrap's workers fork from one, else at the
+    no-namespace level."""
+    from grader.sandbox.template import Zygote
+
+    switches = replace(assignment.switches, no_template=False)
+    if Zygote.kind_for(False, assignment.settings.sandbox.uid_range, switches) is None:
+        switches = replace(switches, no_bubblewrap=True)
+    return replace(assignment, switches=switches)
 
 
 def run_gradings(assignment: Assignment, todo: list[Grading], jobs: int,

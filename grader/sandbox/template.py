@@ -81,11 +81,25 @@ class Zygote:
         return self.slot.uid if self.slot is not None else None
 
     @classmethod
+    def kind_for(cls, use_gpu: bool, uid_range: tuple[int, int] | None,
+                 switches: isolation.SandboxSwitches) -> str | None:
+        """Which template this host's workers fork from: "namespaced" (under bubblewrap: a CPU worker, where
+        namespaces nest; grader.sandbox.client decides the same way), "plain" (the no-namespace level), or
+        None (every worker is started from scratch)."""
+        if switches.no_template:
+            return None
+        root = os.geteuid() == 0
+        probe_uid = uid_range[0] if uid_range is not None and root else None
+        host = isolation.host_layers(probe_uid, switches)
+        if not host.bubblewrap:
+            return "plain"
+        return "namespaced" if not use_gpu and not host.nested and not (root and host.uid) else None
+
+    @classmethod
     def warm(cls, uid_range: tuple[int, int] | None, switches: isolation.SandboxSwitches) -> None:
         """Start the template that this process's next worker would fork from, if any, so that it imports
-        torch while this process does other work: under bubblewrap the slot's (a CPU worker, where
-        namespaces nest; grader.sandbox.client decides the same way), else the plain one. Torch is
-        imported here to ask for a GPU only where there may be one."""
+        torch while this process does other work. Torch is imported here to ask for a GPU only where
+        there may be one."""
         if switches.no_template:
             return
         if isolation.no_gpu_here():
@@ -94,14 +108,9 @@ class Zygote:
             import torch
 
             use_gpu = torch.cuda.is_available()
-        root = os.geteuid() == 0
-        probe_uid = uid_range[0] if uid_range is not None and root else None
-        host = isolation.host_layers(probe_uid, switches)
-        if host.bubblewrap:
-            if not use_gpu and not host.nested and not (root and host.uid):
-                cls.shared(False, namespaced=True, uid_range=uid_range)
-            return
-        cls.shared(use_gpu)
+        kind = cls.kind_for(use_gpu, uid_range, switches)
+        if kind is not None:
+            cls.shared(use_gpu, namespaced=kind == "namespaced", uid_range=uid_range)
 
     @classmethod
     def shared(cls, use_gpu: bool, namespaced: bool = False,
