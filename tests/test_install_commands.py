@@ -60,9 +60,11 @@ def run_with_stubs(command: str, folder: Path, *, gpu: bool | None) -> list[str]
 def test_the_readme_has_two_commands_and_ci_runs_its_test_command():
     install, tests = bash_block((ROOT / "README.md").read_text(), "## Two commands")
     assert "pip install -e" in install and "grade submit assignment1" in install  # installs and runs the main job
-    assert tests == "python -m pytest -q"
+    assert tests.startswith("python -m pytest -q")
     ci = (ROOT / ".ci" / "run").read_text().splitlines()
     assert tests in ci  # CI runs exactly the README's test command
+    # the whole suite, in parallel processes that keep each file's tests together (its shared gradings)
+    assert " -m \"" not in tests and "--dist loadfile" in tests and "-n auto" in tests  # no lane chosen
 
 
 @pytest.mark.parametrize("gpu", [None, False, True], ids=["no nvidia-smi", "no GPU", "a GPU"])
