@@ -1,3 +1,3 @@
-from grader.cli.main import main
+from grader.cli.process import run
 
-main()
+run()
