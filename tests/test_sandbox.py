@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+import ast
+import errno
 import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -208,7 +214,7 @@ def test_a_bubblewrap_worker_forks_from_its_slots_template_with_namespaces_of_it
             assert looked.value["files"] == sorted(["w.py", f"mine{number}.txt", ".home", ".tmp"])
             assert looked.value["pid"] == 2  # its supervisor is pid 1 of its own PID namespace
             view = f"/proc/{box._worker_pid}/root"  # its mount namespace, seen from outside
-            assert os.listdir(f"{view}/tmp") == [] and os.listdir(f"{view}/slots") == []
+            assert set(os.listdir(f"{view}/tmp")) == _python_under_tmp() and os.listdir(f"{view}/slots") == []
             assert sorted(set(os.listdir(f"{view}/submission")) - {"__pycache__"}) == looked.value["files"]
             template = next(p for p in box._nested.own_pids() if ns_pids(p)[1:] == ["2"])  # bubblewrap's child
             worker = _namespaces(box._worker_pid)
@@ -218,6 +224,54 @@ def test_a_bubblewrap_worker_forks_from_its_slots_template_with_namespaces_of_it
                 assert looked.value["uid"] == box.worker_uid == box._nested.uid
             seen.append(worker)
     assert all(seen[0][kind] != seen[1][kind] for kind in seen[0])  # the next worker's are fresh again
+
+
+def _python_under_tmp() -> set[str]:
+    """What a worker's fresh /tmp holds: the first folder of each Python root bound below /tmp (an
+    interpreter in a virtual environment there), nothing else."""
+    return {Path(root).relative_to("/tmp").parts[0] for root in isolation.python_roots()
+            if root.startswith("/tmp/")}
+
+
+RO_UNDER_TMP = r'''
+import os, sys
+from grader.sandbox import namespaces
+open("/tmp/left-by-another", "w").write("x")
+namespaces._unshare()
+namespaces._fresh(("/tmp",))
+seen = {"tmp": sorted(os.listdir("/tmp")), "kept": open(sys.argv[1] + "/kept.txt").read()}
+try:
+    open(sys.argv[1] + "/new.txt", "w")
+    seen["write"] = "written"
+except OSError as exc:
+    seen["write"] = exc.errno
+print(seen)
+'''
+
+
+def test_a_fresh_tmp_keeps_the_read_only_folders_bubblewrap_bound_below_it(tmp_path):
+    """A worker's fresh /tmp drops what others left there but keeps each read-only bind bubblewrap
+    made below it (an interpreter in a virtual environment under /tmp), still read-only."""
+    if not isolation.bwrap_works():
+        pytest.skip("bubblewrap cannot create namespaces here")
+    kept = Path("/tmp") / tmp_path.name / "venv"
+    kept.mkdir(parents=True, exist_ok=True)
+    (kept / "kept.txt").write_text("the interpreter's files")
+    try:
+        command = ["bwrap", "--unshare-all", "--die-with-parent", "--ro-bind", "/", "/", "--proc", "/proc",
+                   "--dev", "/dev", "--tmpfs", "/tmp", "--ro-bind", str(kept), str(kept),
+                   "--ro-bind", str(ROOT), str(ROOT), "--setenv", "PYTHONPATH", str(ROOT)]
+        for root in isolation.python_roots():  # as the sandbox binds them
+            command += ["--ro-bind", root, root]
+        command += [sys.executable, "-c", RO_UNDER_TMP, str(kept)]
+        done = subprocess.run(command, capture_output=True, text=True, timeout=60)
+        if done.returncode and "unshare" in done.stderr:
+            pytest.skip(f"no namespaces nested in bubblewrap here: {done.stderr.strip()[-200:]}")
+        assert done.returncode == 0, done.stderr
+        seen = ast.literal_eval(done.stdout.strip())
+        assert seen == {"tmp": sorted({tmp_path.name} | _python_under_tmp()), "kept": "the interpreter's files", "write": errno.EROFS}
+    finally:
+        shutil.rmtree(kept.parent)
 
 
 @pytest.mark.sandbox

@@ -8,7 +8,8 @@ anything else, gets namespaces of its own nested in the slot's:
 - `enter` (in the forked child): a new user namespace (the slot's uid mapped to
   itself, nothing else), and new mount, PID, network, IPC and UTS namespaces; its
   own folder bound at the submission's mount point, the slot's folder of workdirs
-  hidden under an empty tmpfs, a fresh /tmp and /dev/shm;
+  hidden under an empty tmpfs, a fresh /tmp and /dev/shm (bubblewrap's read-only
+  binds below them, an interpreter in a virtual environment under /tmp say, bound again);
 - `become_init` (in the first child of the new PID namespace, the supervisor,
   PID 1 there): a /proc of its own PID namespace, then every capability dropped,
   so that the worker it forks holds none.
@@ -79,10 +80,39 @@ def _unshare() -> None:
     _mount("none", "/", None, MS_REC | MS_PRIVATE)
 
 
+def _mounts_below(folder: str) -> list[str]:
+    """The outermost mount points strictly below `folder` (say the interpreter's read-only folder
+    that bubblewrap bound under /tmp, when Python lives in a virtual environment there)."""
+    below = []
+    with open("/proc/self/mountinfo") as fh:
+        for line in fh:
+            point = line.split()[4].replace("\\040", " ")
+            if point.startswith(folder.rstrip("/") + "/"):
+                below.append(point)
+    return [p for p in sorted(set(below)) if not any(p.startswith(q + "/") for q in below if q != p)]
+
+
 def _fresh(folders) -> None:
+    """An empty tmpfs on each folder, with the mounts bubblewrap made below it (read-only system or
+    Python folders) bound again at their places in it: only what others left there is gone."""
     for folder in folders:
-        if os.path.isdir(folder):
+        if not os.path.isdir(folder):
+            continue
+        kept = []
+        try:
+            for point in _mounts_below(folder):
+                kept.append((point, os.open(point, os.O_PATH)))
             _mount("tmpfs", folder, "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777")
+            for point, handle in kept:
+                if os.path.isdir(f"/proc/self/fd/{handle}"):
+                    os.makedirs(point, exist_ok=True)
+                else:
+                    os.makedirs(os.path.dirname(point), exist_ok=True)
+                    os.close(os.open(point, os.O_CREAT | os.O_WRONLY, 0o444))
+                _mount(f"/proc/self/fd/{handle}", point, None, MS_BIND | MS_REC)
+        finally:
+            for _, handle in kept:
+                os.close(handle)
 
 
 def enter(source: str, mountpoint: str) -> None:
