@@ -269,7 +269,8 @@ def test_a_fresh_tmp_keeps_the_read_only_folders_bubblewrap_bound_below_it(tmp_p
             pytest.skip(f"no namespaces nested in bubblewrap here: {done.stderr.strip()[-200:]}")
         assert done.returncode == 0, done.stderr
         seen = ast.literal_eval(done.stdout.strip())
-        assert seen == {"tmp": sorted({tmp_path.name} | _python_under_tmp()), "kept": "the interpreter's files", "write": errno.EROFS}
+        assert seen == {"tmp": sorted({tmp_path.name} | _python_under_tmp()),
+                        "kept": "the interpreter's files", "write": errno.EROFS}
     finally:
         shutil.rmtree(kept.parent)
 
