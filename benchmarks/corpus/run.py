@@ -29,6 +29,7 @@ import subprocess
 import sys
 import tempfile
 import textwrap
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -113,11 +114,16 @@ def available(entry: Entry, sources: Path) -> bool:
     return _upstream_file(entry, sources).is_file()
 
 
+_PARSING = threading.Lock()
+
+
 def _named_block(text: str, name: str) -> str:
     """The source of the function or class `name` (the first one, nested ones included), with its
     decorators, dedented."""
     lines = text.splitlines()
-    for node in ast.walk(ast.parse(text)):
+    with _PARSING:  # CPython 3.11's parser is not safe in two threads at once (AST recursion depth mismatch)
+        tree = ast.parse(text)
+    for node in ast.walk(tree):
         if isinstance(node, ast.FunctionDef | ast.ClassDef) and node.name == name:
             first = min([node.lineno, *(d.lineno for d in node.decorator_list)])
             return textwrap.dedent("\n".join(lines[first - 1:node.end_lineno])) + "\n"

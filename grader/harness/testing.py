@@ -31,6 +31,9 @@ from grader.harness.triton_api import BF16_HINT, BF16_IN_KERNEL, KERNEL_CRASH_HI
 from grader.sandbox.client import CallResult
 from grader.sandbox.facts import CallFacts
 
+# One module because `check` is one object, the whole API a test sees (call, compare, close, holds,
+# raises, expect, timing); what it judges with lives in modules of their own (differences, precision,
+# degenerate, diagnose, triton_api).
 HEATMAP_SIZE = 16  # largest window of a weight matrix shown in a report
 
 
@@ -352,6 +355,34 @@ class Check:
             self._problem("property:" + normalised_message(message, digits=False)[:300],
                           "a property the result must have does not hold", message)
             raise AssertionError(f"{message} ({section})" if section else message)
+
+    def holds(self, prop: str, actual, expected, *, section: str, rtol: float | None = None,
+              atol: float | None = None, diagnose_with: tuple | None = None) -> None:
+        """A property every correct answer has (a metamorphic relation between two calls).
+
+        `actual` is the student's output on transformed inputs; `expected` is what the property
+        says it must be (the student's own output on the original inputs, transformed, or the
+        grader's own computation). One tolerance, the test's or the dtype's. A failure names the
+        property and `section`, in the message and as data (problem['property']). The catalogue is
+        asked only through `diagnose_with`, the call whose output `actual` is, and only when that
+        output differs from the reference's on the same inputs: a relation between two calls does
+        not say which one is wrong."""
+        difference = self._difference(actual, expected, rtol, atol, None)
+        if difference is None:
+            return
+        found = None
+        if diagnose_with is not None and self.context.mutants:
+            name, args, kwargs = diagnose_with  # asked only when that call is wrong by itself:
+            if self._difference(actual, self.context.reference[name](*args, **kwargs), rtol, atol, None):
+                found = diagnose(self.context.mutants, name, args, kwargs, actual, rtol, atol)
+        self.record["measured"] = difference.text
+        self._problem(f"property:{prop}"[:300], f"a property of attention does not hold: {prop}",
+                      f"{prop}: not so ({difference.text})", property=prop, section=section,
+                      difference=difference.to_dict())
+        message = f"A property every correct answer has does not hold: {prop}. {difference.text}."
+        if found is None:
+            message += f"\nSee lecture {section}."
+        raise AssertionError(self._diagnosed(found, message))
 
     def close(self, name: str, *args, expected=None, rtol: float | None = None,
               atol: float | None = None, heatmap: int | bool | None = None,

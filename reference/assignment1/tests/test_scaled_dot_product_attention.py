@@ -145,7 +145,9 @@ def test_weight_rows_sum_to_one(check):
 
 
 def test_future_tokens_do_not_change_the_past(check):
-    l, t = 7, 3
+    """Property: under a causal mask, changing the keys and values after position t leaves the
+    outputs up to t as they were. 20 tokens, longer than any comparison above."""
+    l, t = 20, 9
     q, k, v = check.randn(2, l, 8), check.randn(2, l, 8), check.randn(2, l, 8)
     mask = lower_triangle(l, l, check.device)
     k2, v2 = k.clone(), v.clone()
@@ -153,7 +155,45 @@ def test_future_tokens_do_not_change_the_past(check):
     v2[:, t + 1:] = check.randn(2, l - t - 1, 8, scale=3.0)
     out1, _ = call_pair(check, q, k, v, mask)
     out2, _ = call_pair(check, q, k2, v2, mask)
-    check.expect(torch.allclose(out1[:, :t + 1], out2[:, :t + 1], rtol=1e-4, atol=1e-5),
-                 f"with a causal mask, changing the keys and values after position {t} changed "
-                 f"the outputs of positions 0..{t}: future tokens leak into the past. Set the "
-                 f"scores where the mask is False to -inf before the softmax", "§13")
+    check.holds(f"with a causal mask, changing the keys and values after position {t} leaves the outputs "
+                f"of positions 0..{t} unchanged (future tokens must not leak into the past: the scores "
+                f"where the mask is False are -inf before the softmax)",
+                out2[:, :t + 1], out1[:, :t + 1], section="§13", rtol=1e-4, atol=1e-5)
+
+
+# Properties every correct attention has, on inputs longer than the comparisons above (24 keys): each
+# compares the student's output on transformed inputs with the student's own output, transformed.
+
+def test_reordering_key_value_pairs_changes_nothing(check):
+    """Property: attention treats its key/value pairs as a set. Reordering them together leaves
+    every output unchanged and reorders each row of weights the same way."""
+    q, k, v = check.randn(2, 5, 8), check.randn(2, 24, 8), check.randn(2, 24, 4)
+    order = torch.randperm(24, generator=check.gen).to(check.device)
+    out, weights = call_pair(check, q, k, v)
+    moved = call_pair(check, q, k[:, order], v[:, order])
+    check.holds("reordering the key/value pairs together leaves every output unchanged (and reorders "
+                "each row of weights with them)", tuple(moved), (out, weights[..., order]), section="§4, §10",
+                diagnose_with=(SDPA, (q, k[:, order], v[:, order]), {}))
+
+
+def test_reordering_the_queries_reorders_the_outputs(check):
+    """Property: each query's output depends on that query alone. Reordering the queries reorders
+    the outputs and the rows of weights, nothing else."""
+    q, k, v = check.randn(2, 24, 8), check.randn(2, 7, 8), check.randn(2, 7, 4)
+    order = torch.randperm(24, generator=check.gen).to(check.device)
+    out, weights = call_pair(check, q, k, v)
+    moved = call_pair(check, q[:, order], k, v)
+    check.holds("reordering the queries reorders the outputs and the rows of weights the same way "
+                "(each query is answered on its own)", tuple(moved), (out[:, order], weights[:, order]),
+                section="§10", diagnose_with=(SDPA, (q[:, order], k, v), {}))
+
+
+def test_scaling_the_values_scales_the_outputs(check):
+    """Property: the output is a weighted average of the values with weights that do not depend on
+    them, so values 10 times larger give outputs 10 times larger and the same weights."""
+    q, k, v = check.randn(2, 6, 8), check.randn(2, 24, 8), check.randn(2, 24, 4)
+    out, weights = call_pair(check, q, k, v)
+    scaled = call_pair(check, q, k, 10.0 * v)
+    check.holds("values 10 times larger give outputs 10 times larger and the same weights (the output "
+                "is a weighted average of the values)", tuple(scaled), (10.0 * out, weights), section="§6",
+                rtol=1e-4, atol=1e-4, diagnose_with=(SDPA, (q, k, 10.0 * v), {}))

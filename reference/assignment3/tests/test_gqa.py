@@ -74,3 +74,27 @@ def test_gqa_views(check):
     k = check.randn(1, 5, 2, 16).transpose(1, 2)  # [1, 2, 5, 16]
     v = check.randn(1, 5, 2, 16).transpose(1, 2)
     check.close(GQA, q, k, v, causal=True)
+
+
+# Properties of grouped-query attention: each compares two of the student's own calls.
+
+def test_decoding_one_token_at_a_time_equals_the_full_causal_call(check):
+    """Property: generating with a cache, step t's one query against the t + 1 keys so far gives
+    row t of the full causal call (the single query sits at the last position, §13's bottom-right
+    alignment)."""
+    n = 9
+    q, k, v = check.randn(1, 4, n, 8), check.randn(1, 2, n, 8), check.randn(1, 2, n, 8)
+    full = check.call(GQA, q, k, v, causal=True)
+    steps = [check.call(GQA, q[:, :, t:t + 1], k[:, :, :t + 1], v[:, :, :t + 1], causal=True) for t in range(n)]
+    check.holds("decoding one token at a time with a growing cache of keys and values gives the rows of "
+                "the full causal call", torch.cat(steps, dim=2), full, section="§25, §13")  # [1, 4, n, 8]
+
+
+def test_sharing_kv_heads_equals_multi_head_with_each_one_repeated(check):
+    """Property: grouped-query attention is multi-head attention whose k/v heads are repeated for
+    their groups (repeated here, with repeat_interleave): the two calls must agree."""
+    q, k, v = check.randn(2, 6, 5, 8), check.randn(2, 3, 8, 8), check.randn(2, 3, 8, 8)
+    shared = check.call(GQA, q, k, v)
+    repeated = check.call(GQA, q, k.repeat_interleave(2, dim=1), v.repeat_interleave(2, dim=1))
+    check.holds("grouped-query attention equals multi-head attention with each kv head repeated for its "
+                "group of query heads", shared, repeated, section="§25", diagnose_with=(GQA, (q, k, v), {}))

@@ -6,6 +6,7 @@ would be 4 GiB, while the window needs only L · window scores.
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 pytestmark = pytest.mark.task("sliding_window")
 
@@ -57,6 +58,21 @@ def test_attention_float64_views(check):
     k = check.randn(1, 12, 2, 8, dtype=torch.float64).transpose(1, 2)
     v = check.randn(1, 12, 2, 8, dtype=torch.float64).transpose(1, 2)
     check.close(SWA, q, k, v, 4)
+
+
+def test_a_window_is_full_attention_with_the_band_mask(check):
+    """Property: sliding-window attention is full attention in which query i sees keys
+    i − window < j ≤ i. The band is built here and the grader's own full attention computed with
+    it, over a window wider than 64 keys (a blocked implementation must reach back further than
+    one block of 64)."""
+    n, window = 200, 100
+    q, k, v = check.randn(1, 2, n, 16), check.randn(1, 2, n, 16), check.randn(1, 2, n, 16)
+    i = torch.arange(n, device=check.device)
+    band = (i[:, None] - i[None, :] >= 0) & (i[:, None] - i[None, :] < window)  # [N, N]: query i, key j
+    full = F.scaled_dot_product_attention(q, k, v, attn_mask=band)
+    check.holds(f"sliding-window attention equals full attention with the band mask (query i sees keys "
+                f"i - {window} < j <= i)", check.call(SWA, q, k, v, window), full, section="§26",
+                diagnose_with=(SWA, (q, k, v, window), {}))
 
 
 def test_attention_memory_grows_with_length_times_window(check):
