@@ -128,6 +128,26 @@ def assignment_of(course, assignment_id: str):
     return Assignment.load(course if isinstance(course, Course) else Course(Path(course)), assignment_id)
 
 
+def hidden_outcomes(course, assignment_id: str, task: str, workspace, seed: int):
+    """The hidden tests of `task` on `workspace` through the grader's own suite and check, in this
+    process (no sandbox, the catalogue loaded as grading loads it): their TestOutcomes. A suite error
+    fails the calling test."""
+    from grader.harness.reference import course_imports, load_reference
+    from grader.harness.runners import InProcessRunner
+    from grader.harness.suite import run_suite
+    from grader.harness.testing import GradingContext
+
+    assignment = assignment_of(course, assignment_id)
+    with course_imports(assignment.course.root):
+        reference, mutants = load_reference(assignment)
+        context = GradingContext(runner=InProcessRunner(Path(workspace), assignment.manifest.files),
+                                 manifest=assignment.manifest, reference=reference, mutants=mutants, seed=seed,
+                                 hidden=True)
+        outcomes, errors = run_suite(assignment.hidden_tests, context, only_task=task)
+    assert not errors
+    return outcomes
+
+
 def write_report(result, path, templates_dir) -> Path:
     """The student's HTML report at `path`, through the sink `grade submit` uses."""
     from grader.pipeline.record import HtmlReport

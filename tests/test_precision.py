@@ -20,10 +20,7 @@ import torch
 from grader.core.course import Course
 from grader.harness import precision
 from grader.harness.reference import course_imports, load_reference
-from grader.harness.runners import InProcessRunner
-from grader.harness.suite import run_suite
-from grader.harness.testing import GradingContext
-from tests.conftest import FIXTURES, ROOT, assignment_of, grade_workspace
+from tests.conftest import FIXTURES, ROOT, assignment_of, grade_workspace, hidden_outcomes
 
 PRECISION = FIXTURES / "precision"
 REFERENCE = ROOT / "reference" / "assignment1" / "attention.py"
@@ -131,18 +128,10 @@ def test_logic_mistakes_are_not_called_precision(course):
 
 
 def _hidden_in_process(course: Course, fixture: str, task: str, tmp_path: Path, seed: int = 5):
-    assignment = assignment_of(course, "assignment1")
     workspace = tmp_path / f"student-{seed}"
     workspace.mkdir()
     (workspace / "attention.py").write_text(REFERENCE.read_text() + "\n\n" + (PRECISION / f"{fixture}.py").read_text())
-    with course_imports(course.root):
-        reference, mutants = load_reference(assignment)
-        context = GradingContext(runner=InProcessRunner(workspace, assignment.manifest.files),
-                                 manifest=assignment.manifest, reference=reference, mutants=mutants, seed=seed,
-                                 hidden=True)
-        outcomes, errors = run_suite(assignment.hidden_tests, context, only_task=task)
-    assert not errors
-    return outcomes
+    return hidden_outcomes(course, "assignment1", task, workspace, seed)
 
 
 @pytest.mark.parametrize("fixture, task, finding", [

@@ -14,11 +14,7 @@ from pathlib import Path
 import pytest
 
 from grader.core.course import Course
-from grader.harness.reference import course_imports, load_reference
-from grader.harness.runners import InProcessRunner
-from grader.harness.suite import run_suite
-from grader.harness.testing import GradingContext
-from tests.conftest import FIXTURES, ROOT, assignment_of
+from tests.conftest import FIXTURES, ROOT, hidden_outcomes
 
 PROPERTIES = FIXTURES / "properties"
 APPENDED_TO = {"assignment1": "attention.py", "assignment3": "efficient.py"}
@@ -48,19 +44,6 @@ def course() -> Course:
     return Course(ROOT)
 
 
-def _hidden(course: Course, assignment_id: str, task: str, workspace: Path, seed: int):
-    """The task's hidden tests on `workspace`, in this process; their outcomes."""
-    assignment = assignment_of(course, assignment_id)
-    with course_imports(course.root):
-        reference, mutants = load_reference(assignment)
-        context = GradingContext(runner=InProcessRunner(workspace, assignment.manifest.files),
-                                 manifest=assignment.manifest, reference=reference, mutants=mutants, seed=seed,
-                                 hidden=True)
-        outcomes, errors = run_suite(assignment.hidden_tests, context, only_task=task)
-    assert not errors
-    return outcomes
-
-
 def _workspace(tmp_path: Path, assignment_id: str, fixture: str | None) -> Path:
     """The reference's files, with the fixture appended to the module it replaces a function of."""
     workspace = tmp_path / f"{assignment_id}-{fixture or 'reference'}"
@@ -79,7 +62,7 @@ def _workspace(tmp_path: Path, assignment_id: str, fixture: str | None) -> Path:
                          ids=[case[0] for case in CASES])
 def test_a_property_catches_what_the_comparisons_let_through(course, tmp_path, seed, fixture, assignment_id,
                                                              task, property_test, words, section):
-    outcomes = _hidden(course, assignment_id, task, _workspace(tmp_path, assignment_id, fixture), seed)
+    outcomes = hidden_outcomes(course, assignment_id, task, _workspace(tmp_path, assignment_id, fixture), seed)
     failed = {o.name.rsplit("::", 1)[-1]: o for o in outcomes if o.status == "failed"}
     assert list(failed) == [property_test], {name: o.message[:200] for name, o in failed.items()}
     problem = failed[property_test].problem
@@ -97,7 +80,7 @@ def test_the_reference_has_every_property(course, tmp_path, assignment_id, tasks
     workspace = _workspace(tmp_path, assignment_id, None)
     names = {property_test for _, a, _, property_test, _, _ in CASES if a == assignment_id}
     for task in tasks:
-        outcomes = _hidden(course, assignment_id, task, workspace, seed=3)
+        outcomes = hidden_outcomes(course, assignment_id, task, workspace, seed=3)
         assert all(o.status == "passed" for o in outcomes), [(o.name, o.message[:200]) for o in outcomes]
         names -= {o.name.rsplit("::", 1)[-1] for o in outcomes}
     assert not names  # every property test was run

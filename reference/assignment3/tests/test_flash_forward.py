@@ -17,6 +17,8 @@ import math
 import pytest
 import torch
 
+from grader.harness.draws import last_key_raises_the_maximum
+
 pytestmark = pytest.mark.task("flash_forward")
 
 FLASH = "launch_forward"
@@ -41,18 +43,6 @@ def judge(check, q, k, v, causal=False, sm_scale=None, rtol=None, atol=None):
     out = check.call(FLASH, q, k, v, **kwargs)
     check.compare(out, naive(q, k, v, causal, sm_scale), what="your _flash_fwd_kernel's output", rtol=rtol,
                   atol=atol, diagnose_with=(FLASH, (q, k, v), kwargs))
-
-
-def last_key_raises_the_maximum(q, k):
-    """Set each kv head's last key so that, for the first query head reading it, the last query's score
-    with it beats every earlier key's by 4 (after 1/√d): a causal kernel's last block then raises that
-    row's running maximum on every draw, so a kernel that does not rescale is always seen.
-    q: [B, H, N, D], k: [B, H_KV, N, D] (changed in place)."""
-    n_rep = q.shape[1] // k.shape[1]
-    q_last = q[:, ::n_rep, -1, :].float()  # [B, H_KV, D]: the first query head of each group, last row
-    best = torch.einsum("bhd,bhnd->bhn", q_last, k[:, :, :-1, :].float()).amax(-1)  # [B, H_KV]
-    target = best + 4.0 * math.sqrt(q.shape[-1])
-    k[:, :, -1, :] = (q_last * (target / (q_last * q_last).sum(-1)).unsqueeze(-1)).to(k.dtype)
 
 
 def inputs(check, b, h, n, d, dtype, scale=1.0):

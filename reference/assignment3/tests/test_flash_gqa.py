@@ -10,6 +10,8 @@ import math
 import pytest
 import torch
 
+from grader.harness.draws import last_key_raises_the_maximum
+
 pytestmark = pytest.mark.task("flash_gqa")
 
 FLASH = "launch_forward"
@@ -25,18 +27,6 @@ def naive(q, k, v, causal=False):
         n = q.shape[-2]
         scores = scores.masked_fill(~torch.ones(n, n, dtype=torch.bool, device=q.device).tril(), float("-inf"))
     return torch.matmul(torch.softmax(scores, dim=-1), v).to(q.dtype)
-
-
-def last_key_raises_the_maximum(q, k):
-    """Set each kv head's last key so that, for the first query head reading it, the last query's score
-    with it beats every earlier key's by 4 (after 1/√d): a causal kernel's last block then raises that
-    row's running maximum on every draw, so a kernel that does not rescale is always seen.
-    q: [B, H, N, D], k: [B, H_KV, N, D] (changed in place)."""
-    n_rep = q.shape[1] // k.shape[1]
-    q_last = q[:, ::n_rep, -1, :].float()  # [B, H_KV, D]: the first query head of each group, last row
-    best = torch.einsum("bhd,bhnd->bhn", q_last, k[:, :, :-1, :].float()).amax(-1)  # [B, H_KV]
-    target = best + 4.0 * math.sqrt(q.shape[-1])
-    k[:, :, -1, :] = (q_last * (target / (q_last * q_last).sum(-1)).unsqueeze(-1)).to(k.dtype)
 
 
 def judge(check, q, k, v, causal):
