@@ -445,7 +445,7 @@ def test_runtime_invisible_softmax_earns_zero_through_the_real_grader():
     assert records == {
         "attention_scores": (10.0, 8, 0, "graded"), "scale_scores": (5.0, 7, 0, "graded"),
         "softmax": (0.0, 0, 13, "forbidden"), "causal_mask": (15.0, 8, 0, "graded"),
-        "scaled_dot_product_attention": (0.0, 0, 16, "forbidden"), "quiz": (10.0, 8, 0, "graded")}
+        "scaled_dot_product_attention": (0.0, 0, 19, "forbidden"), "quiz": (10.0, 8, 0, "graded")}
     assert {o.kind for o in result.outcomes if o.task in ("softmax", "scaled_dot_product_attention")} == {
         "forbidden"}
     assert {(f.task, f.group) for f in result.findings} == {
