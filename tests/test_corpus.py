@@ -26,7 +26,8 @@ SOURCES = corpus.sources_dir()
 ENTRIES = {entry.id: entry for entry in corpus.load_entries()}
 AVAILABLE = [entry for entry in ENTRIES.values() if corpus.available(entry, SOURCES)]
 
-pytestmark = pytest.mark.skipif(not AVAILABLE, reason=f"no corpus sources in {SOURCES} (benchmarks/corpus/README.md)")
+pytestmark = [pytest.mark.skipif(not AVAILABLE, reason=f"no corpus sources in {SOURCES} (benchmarks/corpus/README.md)"),
+              pytest.mark.sandbox, pytest.mark.slow]  # each entry is graded by `grade submit` in a sandbox
 
 # What the grader does not explain yet: a failure that raised in the student's own code names the
 # error and the line, but no lecture section (grader/harness/testing.py, under work now).

@@ -16,6 +16,8 @@ import pytest
 from grader.core.course import Course
 from tests.conftest import FIXTURES, ROOT, hidden_outcomes
 
+pytestmark = pytest.mark.slow  # whole hidden suites in process (assignment 3's at L = 32768), about 40 s
+
 PROPERTIES = FIXTURES / "properties"
 APPENDED_TO = {"assignment1": "attention.py", "assignment3": "efficient.py"}
 
