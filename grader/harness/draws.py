@@ -23,3 +23,19 @@ def last_key_raises_the_maximum(q: torch.Tensor, k: torch.Tensor) -> None:
     best = torch.einsum("bhd,bhnd->bhn", q_last, k[:, :, :-1, :].float()).amax(-1)  # [B, H_KV]
     target = best + 4.0 * math.sqrt(q.shape[-1])
     k[:, :, -1, :] = (q_last * (target / (q_last * q_last).sum(-1)).unsqueeze(-1)).to(k.dtype)
+
+
+def first_query_sees_two_large_scores(q: torch.Tensor, k: torch.Tensor, top: float = 100.0,
+                                      second: float = 99.0) -> None:
+    """Make query 0 of batch 0 see scaled scores `top` and `second` (after 1/√d) with keys 0 and 1
+    and 0 with every other key, whatever the draw: beyond exp's float32 range unless the row maximum
+    is subtracted, and weights (0.731, 0.269, 0, ...) only with the 1/√d scaling, so an overflow or a
+    scaling mistake is seen on every seed.
+
+    q: [B, Lq, D], k: [B, Lk, D] with Lk ≥ 3 (both changed in place)."""
+    d = q.shape[-1]
+    q0 = q[0, 0] / q[0, 0].norm() * 20.0  # [D], |q0| = 20
+    k[0, 2:] -= (k[0, 2:] @ q0).unsqueeze(-1) * q0 / q0.dot(q0)  # keys 2.. orthogonal to q0: score 0
+    k[0, 0] = q0 * (top * math.sqrt(d) / q0.dot(q0))  # q0·k0 = top·√d
+    k[0, 1] = q0 * (second * math.sqrt(d) / q0.dot(q0))
+    q[0, 0] = q0

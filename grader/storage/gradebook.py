@@ -27,9 +27,6 @@ without a fingerprint are treated as stale, and a student with a name, an
 email or a roster extension counts as on the roster (version 1 kept no
 other trace of the roster). A file written by a newer grader is refused
 rather than guessed at.
-
-Its length (over 600 lines) is on purpose: this module is the only writer of storage, so every
-statement that reads or writes the file, the schema and its migrations stay in one place.
 """
 # One module because the gradebook is the one writer of storage: every table's SQL sits beside the
 # schema and its migrations, behind one class's transactions.

@@ -15,6 +15,8 @@ import math
 import pytest
 import torch
 
+from grader.harness.draws import first_query_sees_two_large_scores
+
 
 @pytest.mark.task("attention_scores")
 def test_attention_scores_cross_shapes(check):
@@ -194,8 +196,5 @@ def test_sdpa_large_scores(check):
     q, k, v = check.randn(1, 4, 16, scale=25.0), check.randn(1, 4, 16, scale=25.0), check.randn(1, 4, 16)
     # Query 0 sees scaled scores 100 and 99 (too large for exp unless the row maximum is subtracted)
     # and 0 for the other keys, whatever the draw: only the 1/√d scaling gives its weights.
-    q0 = q[0, 0] / q[0, 0].norm() * 20.0
-    k[0, 2:] -= (k[0, 2:] @ q0).unsqueeze(-1) * q0 / q0.dot(q0)
-    k[0, 0], k[0, 1] = q0 * (400.0 / q0.dot(q0)), q0 * (396.0 / q0.dot(q0))
-    q[0, 0] = q0
+    first_query_sees_two_large_scores(q, k)
     check.close("scaled_dot_product_attention", q, k, v, expected=attention(q, k, v), heatmap=1)
