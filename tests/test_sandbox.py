@@ -8,6 +8,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -16,7 +17,7 @@ import torch
 from grader.sandbox import isolation, protocol
 from grader.sandbox.client import Sandbox
 from grader.sandbox.limits import SandboxLimits
-from grader.sandbox.worker_status import ns_pids
+from grader.sandbox.worker_status import ns_pids, wait_gone
 from tests.conftest import ROOT
 
 SOURCE = b'''
@@ -223,6 +224,8 @@ def test_a_bubblewrap_worker_forks_from_its_slots_template_with_namespaces_of_it
             if box.worker_uid is not None:
                 assert looked.value["uid"] == box.worker_uid == box._nested.uid
             seen.append(worker)
+            spawned = box._supervisor_pid  # the template's fork, which ends after all of its namespace
+        assert wait_gone(spawned, time.monotonic())  # gone when the sandbox has stopped, not a moment later
     assert all(seen[0][kind] != seen[1][kind] for kind in seen[0])  # the next worker's are fresh again
 
 

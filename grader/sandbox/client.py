@@ -44,6 +44,7 @@ from grader.sandbox.worker_status import (
     host_pid,
     host_pid_below,
     status_bytes,
+    wait_gone,
 )
 
 STARTUP_TIMEOUT_S = 120.0  # torch's import in a fresh worker, on a loaded machine
@@ -353,6 +354,8 @@ class Sandbox:
         self.restarts += 1
         os.close(self._life_w)  # the supervisor kills the whole tree, reports and exits
         status, ended = drain_status(self._stat_r, time.monotonic() + STOP_TIMEOUT_S)
+        if ended and supervisor is not None and self._nested is not None:  # it reported; now it ends too
+            ended = wait_gone(supervisor, time.monotonic() + STOP_TIMEOUT_S)
         if not ended:  # the supervisor did not finish: kill it (everything below it goes by uid)
             try:
                 if proc is not None:

@@ -49,16 +49,38 @@ def drain_status(fd: int, deadline: float) -> tuple[int | None, bool]:
     return status, ended
 
 
-def status_bytes(pid: int, key: str) -> int | None:
-    """A VmRSS/VmHWM-style line of /proc/<pid>/status, in bytes."""
+def status_field(pid: int, key: str) -> str | None:
+    """The value of one line of /proc/<pid>/status (None when the process or the line is gone)."""
     try:
         with open(f"/proc/{pid}/status") as fh:
             for line in fh:
                 if line.startswith(key + ":"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
         return None
     return None
+
+
+def status_bytes(pid: int, key: str) -> int | None:
+    """A VmRSS/VmHWM-style line of /proc/<pid>/status, in bytes."""
+    value = status_field(pid, key)
+    try:
+        return int(value.split()[0]) * 1024 if value else None
+    except (ValueError, IndexError):
+        return None
+
+
+def wait_gone(pid: int, deadline: float) -> bool:
+    """Wait until `pid` has ended (gone from /proc, or a zombie); False if it is still running at
+    `deadline`. A nested worker's first process ends only after its PID namespace's init, which the
+    kernel lets end only once every other process of that namespace has: so all of it is gone."""
+    while True:
+        state = status_field(pid, "State")
+        if state is None or state.startswith("Z"):
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.002)
 
 
 def host_pid(reported: int, uid: int | None, namespaced: bool) -> int | None:
