@@ -58,7 +58,7 @@ WRONG_FIXTURES = {  # the test suite's wrong submissions of each assignment (fil
 CORRECT_EVERY = 5  # one correct submission in five
 TARGETS = {"per_submission": 0.15, "startup": 1.5, "wrong_vs_correct": 1.5, "speedup": 1.8, "lone": 2.0,
            "assignment3": 2.0}
-COPIED = ("assignments", "reference", "lecture", "templates", "kernels", "course.toml")
+COPIED = ("assignments", "reference", "lecture", "templates", "course_kernels", "course.toml")
 
 
 def median_time(command: list[str], repeats: int, env: dict | None = None, cwd: Path | None = None) -> float:

@@ -40,7 +40,7 @@ def _sanity() -> int:
     os.environ["TRITON_INTERPRET"] = "1"  # before the kernels are defined
     if str(ROOT) not in sys.path:
         sys.path.insert(0, str(ROOT))
-    from kernels.flash_attention import _test
+    from course_kernels.flash_attention import _test
 
     for dtype in (torch.float32, torch.float16):
         worst = _test(B=1, H=2, H_KV=1, N_Q=40, N_KV=40, D=16, causal=True, dtype=dtype, device="cpu")
@@ -60,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if str(ROOT) not in sys.path:
         sys.path.insert(0, str(ROOT))
-    from kernels.flash_attention import bench
+    from course_kernels.flash_attention import bench
 
     print(f"GPU: {torch.cuda.get_device_name()}, B·H = {args.batch_heads}")
     bench(batch_heads=args.batch_heads, head_dims=tuple(args.dims), lengths=tuple(args.lengths),

@@ -199,9 +199,9 @@ def double(x):
 ''', {"*": ("raised", "ModuleNotFoundError: No module named 'grader.storage'")}),
     "import_reference_kernels": ('''
 def double(x):
-    import kernels.flash_attention
+    import course_kernels.flash_attention
     return x * 2
-''', {"*": ("raised", "ModuleNotFoundError: No module named 'kernels'")}),
+''', {"*": ("raised", "ModuleNotFoundError: No module named 'course_kernels'")}),
     "read_hidden_tests": ('''
 def double(x):
     open("{course}/reference/mini/tests/test_double.py").read()
@@ -593,7 +593,7 @@ def test_a_regular_install_ships_no_instructor_kernels(tmp_path) -> None:
     assert build.returncode == 0, build.stderr[-2000:]
     (wheel,) = tmp_path.glob("*.whl")
     tops = {name.split("/")[0] for name in zipfile.ZipFile(wheel).namelist()}
-    assert "kernels" not in tops and "reference" not in tops and "grader" in tops
+    assert "course_kernels" not in tops and "reference" not in tops and "grader" in tops
 
 
 LIAR = b'''

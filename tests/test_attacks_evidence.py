@@ -385,7 +385,7 @@ def _python_help(acc):
 def course_copy(tmp_path) -> Course:
     """A private copy of the real course (assignment 3 and the instructor's kernels)."""
     root = tmp_path / "course"
-    for folder in ("assignments", "reference", "kernels"):
+    for folder in ("assignments", "reference", "course_kernels"):
         shutil.copytree(ROOT / folder, root / folder, ignore=shutil.ignore_patterns("__pycache__"))
     return Course(root)
 

@@ -48,7 +48,7 @@ GPU_CASES = {
 _CHILD = r"""
 import json, sys, torch
 sys.path.insert(0, sys.argv[1])
-import kernels.flash_attention as fa
+import course_kernels.flash_attention as fa
 
 cases = json.loads(sys.argv[2])
 results = {"interpret": fa.INTERPRET, "fwd_configs": len(fa._attn_fwd.configs),

@@ -186,7 +186,7 @@ def test_csv_cells_from_text_are_neutralised_and_numbers_stay_numbers(mini_cours
 def course_copy(tmp_path: Path, assignment: str) -> Path:
     """assignments/<id>, reference/<id> and kernels/ of the real course, copied."""
     target = tmp_path / "course"
-    for part in (f"assignments/{assignment}", f"reference/{assignment}", "kernels"):
+    for part in (f"assignments/{assignment}", f"reference/{assignment}", "course_kernels"):
         shutil.copytree(ROOT / part, target / part, ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(ROOT / "reference" / "__init__.py", target / "reference" / "__init__.py")
     return target
@@ -198,7 +198,7 @@ def release(course: Path, assignment: str, out: Path):
 
 @pytest.fixture(scope="module")
 def real_tree_digest() -> str:
-    return tree_digest(ROOT / "assignments", ROOT / "reference", ROOT / "kernels")
+    return tree_digest(ROOT / "assignments", ROOT / "reference", ROOT / "course_kernels")
 
 
 @pytest.mark.parametrize("assignment", ["assignment1", "assignment2", "assignment3"])
@@ -206,7 +206,7 @@ def test_the_real_bundles_are_clean(tmp_path: Path, assignment: str, real_tree_d
     """Blank answers.toml, quiz.toml, stubs and given helpers are not leaks."""
     result = release(course_copy(tmp_path, assignment), assignment, tmp_path / "out")
     assert result.exit_code == 0, result.output
-    assert tree_digest(ROOT / "assignments", ROOT / "reference", ROOT / "kernels") == real_tree_digest
+    assert tree_digest(ROOT / "assignments", ROOT / "reference", ROOT / "course_kernels") == real_tree_digest
 
 
 def reformat(source: str) -> str:
@@ -235,7 +235,7 @@ def test_a_reformatted_reference_and_quiz_key_make_release_exit_3(tmp_path: Path
     assert ("tests/test_softmax_more.py: same code as reference/assignment1/tests/test_softmax.py, a hidden test "
             "file (compared as syntax trees)") in result.output
     assert not (tmp_path / "out").exists()
-    assert tree_digest(ROOT / "assignments", ROOT / "reference", ROOT / "kernels") == real_tree_digest
+    assert tree_digest(ROOT / "assignments", ROOT / "reference", ROOT / "course_kernels") == real_tree_digest
 
 
 def tomllib_load(path: Path) -> dict:

@@ -323,7 +323,7 @@ def test_grader_reference_and_kernels_imports_count_for_every_task():
     tasks = {t.id for t in FULL.tasks}
     for source in ("import grader.sandbox.facts as facts\ndef free(x):\n    facts._launches[0] += 1\n    return x\n",
                    "from reference.assignment1.attention import softmax\n",
-                   "from kernels.flash_attention import attention\ndef free(x):\n    return x\n",
+                   "from course_kernels.flash_attention import attention\ndef free(x):\n    return x\n",
                    "import sys\ndef free(x):\n    return sys.modules['grader.sandbox.facts']\n"):
         assert {t for t, g in found(source) if g == "course_code"} == tasks, source
     # a file nothing imports (the student's own test, say) is not run by the grader
@@ -403,7 +403,7 @@ def test_references_and_stubs_have_no_findings(assignment, where):
 
 def test_the_course_kernel_as_a_submission_has_no_findings():
     manifest = load_manifest(ROOT / "assignments" / "assignment3" / "assignment.toml")
-    kernel = (ROOT / "kernels" / "flash_attention.py").read_text(encoding="utf-8")
+    kernel = (ROOT / "course_kernels" / "flash_attention.py").read_text(encoding="utf-8")
     grads = (ROOT / "assignments" / "assignment3" / "flash.py").read_text(encoding="utf-8")
     grads = grads[grads.index("def flash_attention_grads"):]
     flash = (kernel + "\n\ndef flash_attention(q, k, v, causal=False, sm_scale=None):\n"

@@ -119,7 +119,7 @@ def test_a_solved_real_bundle_is_checked_not_the_installed_course(tmp_path: Path
     """From an unzipped assignment1 bundle, check grades that bundle: its solved attention.py passes,
     where the installed course's stubs would fail."""
     course = tmp_path / "course"
-    for part in ("assignments/assignment1", "reference/assignment1", "kernels"):
+    for part in ("assignments/assignment1", "reference/assignment1", "course_kernels"):
         shutil.copytree(ROOT / part, course / part, ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(ROOT / "reference" / "__init__.py", course / "reference" / "__init__.py")
     bundle = unzipped_release(course, "assignment1", tmp_path)

@@ -411,7 +411,7 @@ def release(course: Course, assignment: str, out: str | None) -> None:
     from grader.ship.release import release as build_release
 
     bundle = build_release(load_assignment(course, assignment), out)
-    click.echo(f"{len(bundle.files)} file(s) checked: nothing from reference/ or kernels/")
+    click.echo(f"{len(bundle.files)} file(s) checked: nothing from reference/ or course_kernels/")
     click.echo(f"zip: {bundle.zip_path}")
     click.echo(f"notebook: {bundle.notebook_path}")
     click.echo(f"its README installs the grader with: {bundle.install}"

@@ -17,6 +17,11 @@ MANIFEST_FILE = "assignment.toml"
 INSTALLED_ORIGIN = "the course installed with the grader"
 
 
+# The folder of the reference kernels, imported by name by the trusted side: a name no installed
+# package uses (transformers brings one called `kernels`).
+KERNELS_PACKAGE = "course_kernels"
+
+
 @dataclass(frozen=True)
 class Course:
     """A course root: the folder that holds `assignments/` (and, for staff, `reference/`).
@@ -37,6 +42,11 @@ class Course:
     @property
     def reference_dir(self) -> Path:
         return self.root / "reference"
+
+    @property
+    def kernels_dir(self) -> Path:
+        """The instructor's reference Triton kernels (`course_kernels/`, an importable package)."""
+        return self.root / KERNELS_PACKAGE
 
     @property
     def state_dir(self) -> Path:

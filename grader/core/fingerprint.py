@@ -3,7 +3,7 @@
 A sha256 over the grader's version, the assignment's manifest, quiz questions
 and kernel contract module, every file under `reference/<id>/` (hidden tests,
 reference solution, the misconception catalogue, the quiz key) and, for an
-assignment with a timing task, the reference kernels under `kernels/`, each
+assignment with a timing task, the reference kernels under `course_kernels/`, each
 file named by its path relative to the course root, in path order. It is
 stored with every gradebook record, so `grade batch` can tell an entry graded
 by what is there now from one graded before a task, a test or a reference
@@ -40,5 +40,5 @@ def grading_fingerprint(course: Course, manifest: Manifest) -> str:
              if (assignment_dir / name).is_file()}
     files.update(_graded_files(course.reference_for(manifest.id), course.root))
     if any(task.kind == "timing" for task in manifest.tasks):
-        files.update(_graded_files(course.root / "kernels", course.root))
+        files.update(_graded_files(course.kernels_dir, course.root))
     return tree_digest(files, f"grader {__version__}\0fingerprint {FINGERPRINT_SCHEME}\n")

@@ -1,10 +1,10 @@
 """The reference side of an assignment, imported into the trusted process.
 
 Hidden tests and mutants import `reference.<id>.<module>` (and timing tests
-`kernels...`) by name, so while a course is graded its root must be on the
+`course_kernels...`) by name, so while a course is graded its root must be on the
 import path. `course_imports(root)` puts it there for the duration and takes it
-off afterwards; a `reference` or `kernels` package of another course found in
-sys.modules is dropped first (one process may grade several courses: the
+off afterwards; a `reference` or `course_kernels` package of another course found in
+sys.modules is set aside first and bound again on exit (one process may grade several courses: the
 grader's own tests do), while this course's stay cached, so a pool worker
 imports the reference once for all the students it grades.
 
@@ -24,32 +24,61 @@ from grader.core.assignment import Assignment
 from grader.harness.catalogue import Mutant, load_mutants
 from grader.harness.contract import load_launchers
 
-COURSE_PACKAGES = ("reference", "kernels")
+COURSE_PACKAGES = ("reference", "course_kernels")
+
+# Each course's own modules of COURSE_PACKAGES, kept between its gradings (root → name → module):
+# a pool worker imports a course's reference once for all the students it grades, and no course's
+# modules stay bound under those names once its `course_imports` has ended.
+_CACHED: dict[str, dict[str, object]] = {}
 
 
-def _drop_other_course(root: Path) -> None:
-    for package in COURSE_PACKAGES:
-        loaded = sys.modules.get(package)
-        folder = str((root / package).resolve())
-        if loaded is None or folder in [str(Path(p).resolve()) for p in getattr(loaded, "__path__", [])]:
-            continue
-        for name in [n for n in sys.modules if n == package or n.startswith(package + ".")]:
-            del sys.modules[name]
+def _package_modules(package: str) -> dict[str, object]:
+    return {n: m for n, m in sys.modules.items() if n == package or n.startswith(package + ".")}
+
+
+def _belongs_to(module: object, root: Path) -> bool:
+    folders = [Path(p).resolve() for p in getattr(module, "__path__", None) or []]
+    origin = getattr(module, "__file__", None)
+    if origin:
+        folders.append(Path(origin).resolve().parent)
+    return any(folder == root or root in folder.parents for folder in folders)
 
 
 @contextlib.contextmanager
 def course_imports(course_root: Path) -> Iterator[None]:
-    """While inside: `import reference...` and `import kernels...` mean this course's folders."""
-    root = str(Path(course_root).resolve())
-    _drop_other_course(Path(root))
-    added = root not in sys.path
+    """While inside: `import reference...` and `import course_kernels...` mean this course's folders.
+
+    On exit the import state is as it was on entry: sys.path, and whatever `reference` and
+    `course_kernels` meant before (another course's, or nothing). This course's modules are kept
+    aside and bound again on the next entry, so they are imported once per process."""
+    root = Path(course_root).resolve()
+    key = str(root)
+    before: dict[str, object] = {}
+    for package in COURSE_PACKAGES:
+        loaded = sys.modules.get(package)
+        if loaded is not None and not _belongs_to(loaded, root):
+            for name, module in _package_modules(package).items():
+                before[name] = module
+                del sys.modules[name]
+    kept_outside = {package: package in sys.modules for package in COURSE_PACKAGES}
+    for name, module in _CACHED.get(key, {}).items():
+        sys.modules.setdefault(name, module)
+    added = key not in sys.path
     if added:
-        sys.path.insert(0, root)
+        sys.path.insert(0, key)
     try:
         yield
     finally:
-        if added and root in sys.path:
-            sys.path.remove(root)
+        if added and key in sys.path:
+            sys.path.remove(key)
+        cache = _CACHED.setdefault(key, {})
+        for package in COURSE_PACKAGES:
+            mine = {n: m for n, m in _package_modules(package).items() if _belongs_to(m, root)}
+            cache.update(mine)
+            if not kept_outside[package]:  # bound on entry for this context only: unbind
+                for name in mine:
+                    sys.modules.pop(name, None)
+        sys.modules.update(before)
 
 
 def reference_functions(assignment: Assignment) -> dict:

@@ -107,9 +107,9 @@ class Fingerprints:
             ("scheme", CACHE_SCHEME), ("grader", grader_digest()), ("environment", environment_text()),
             ("manifest", _read(assignment.folder / "assignment.toml")), ("quiz", _read(assignment.quiz_questions)),
             ("contract", _read(assignment.contract_module)), ("suite", suite)]
-        kernels = course.root / "kernels"
+        kernels = course.kernels_dir
         if kernels.is_dir():
-            parts.append(("kernels", tree_digest(tree_files(kernels, course.root))))
+            parts.append(("course_kernels", tree_digest(tree_files(kernels, course.root))))
         tests = assignment.public_tests if suite == "public" else assignment.hidden_tests
         parts.append(("tests", tree_digest(tree_files(tests, course.root)) if tests.is_dir() else ""))
         if suite in ("hidden", "degenerate"):

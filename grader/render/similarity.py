@@ -21,7 +21,7 @@ What is compared:
 - every pair of students (their latest submissions' modules);
 - every student against the instructor sources: `reference/<id>/*.py`
   (not `mutants.py`: a mutant *is* a common mistake, and students who make
-  it independently would all be flagged), `kernels/*.py`, and any files an instructor drops into
+  it independently would all be flagged), `course_kernels/*.py`, and any files an instructor drops into
   `reference/<id>/similarity_sources/` (e.g. a public tutorial kernel the
   assignment resembles). Nothing is downloaded: staff choose what to add.
 Winnowed hashes in the stubs students start from, and those shared by more than
@@ -41,6 +41,8 @@ from collections import defaultdict
 from dataclasses import dataclass
 from itertools import combinations
 from pathlib import Path
+
+from grader.core.course import KERNELS_PACKAGE
 
 K = 8  # tokens per k-gram (noise threshold: shorter matches are ignored)
 WINDOW = 4  # hashes per winnowing window: matches of K + WINDOW - 1 tokens are always found
@@ -210,7 +212,7 @@ class Corpus:
 def instructor_sources(course_root: Path, assignment_id: str) -> dict[str, str]:
     """Reference modules, reference kernels and staff-chosen similarity sources, by display name."""
     reference = course_root / "reference" / assignment_id
-    paths = sorted(reference.glob("*.py")) + sorted((course_root / "kernels").glob("*.py"))
+    paths = sorted(reference.glob("*.py")) + sorted((course_root / KERNELS_PACKAGE).glob("*.py"))
     extra = reference / SOURCES_DIR
     if extra.is_dir():
         paths += sorted(p for p in extra.rglob("*") if p.is_file())

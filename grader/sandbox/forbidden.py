@@ -41,7 +41,7 @@ GROUP_NAMES: dict[str, str] = {
               "or code built at run time with vars, globals, getattr, eval, exec or importlib, "
               "introspection of frames, modules or the garbage collector, other threads, other programs "
               "or libraries other than torch and triton)"),
-    COURSE_CODE: "the grader's or the course's own code (grader, reference, kernels)",
+    COURSE_CODE: "the grader's or the course's own code (grader, reference, course_kernels)",
     NO_TRITON_LAUNCH: "no launch of a @triton.jit kernel of your own",
     KERNEL_CODE: "code inside a @triton.jit kernel that Triton does not compile",
 }
@@ -124,7 +124,7 @@ NUMPY_MODULES: frozenset[str] = frozenset({
 })
 
 # Top-level modules of the course itself: never importable by a submission.
-COURSE_MODULES: frozenset[str] = frozenset({"grader", "reference", "kernels"})
+COURSE_MODULES: frozenset[str] = frozenset({"grader", "reference", "course_kernels"})
 
 # Libraries (besides the standard library and the submission's own files) whose use the
 # static check can vouch for. Anything else is evasion in a task with a forbidden list:

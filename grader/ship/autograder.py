@@ -301,7 +301,7 @@ def _course_files(course: Course, assignment_id: str) -> dict[str, Path]:
                 break
     templates = course.templates_dir
     files.update({f"templates/{k}": v for k, v in tree_files(templates).items()})
-    for top in (course.root / "kernels", course.assignment_dir(assignment_id), course.root / "course.toml",
+    for top in (course.kernels_dir, course.assignment_dir(assignment_id), course.root / "course.toml",
                 course.reference_dir / "__init__.py", course.reference_for(assignment_id)):
         if top.exists():
             files.update(tree_files(top, course.root))

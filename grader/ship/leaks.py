@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 
 from grader.core.compat import tomllib
+from grader.core.course import KERNELS_PACKAGE
 from grader.core.quiz import Question, is_right
 
 DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
@@ -385,7 +386,7 @@ def states_formula(node: ast.AST, formulas: set[str]) -> bool:
 def role_of(name: str) -> str:
     """What an instructor file is, in the words a release refusal uses (`name`: its path in the course)."""
     parts = PurePosixPath(name).parts
-    if parts and parts[0] == "kernels":
+    if parts and parts[0] == KERNELS_PACKAGE:
         return "a reference kernel"
     if "similarity_sources" in parts:
         return "a similarity source"

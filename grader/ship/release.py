@@ -3,7 +3,7 @@
 The layout already keeps instructor material out (the bundle is built from
 one folder), but a file can be copied into the wrong folder by hand. So
 before anything is written, every bundled file is checked against every
-file under `reference/<id>/` and `kernels/`:
+file under `reference/<id>/` and `course_kernels/`:
 - same bytes (sha256), or the same text once whitespace, blank lines and
   comments are dropped;
 - a function or class of an instructor `.py` file (one that does something:
@@ -111,10 +111,10 @@ def _definitions(text: str, formulas: set[str]) -> list[tuple[str, str]]:
 
 
 def instructor_files(assignment: Assignment) -> dict[str, bytes]:
-    """Every file under reference/<id>/ and kernels/ (display path → bytes)."""
+    """Every file under reference/<id>/ and course_kernels/ (display path → bytes)."""
     course = assignment.course
     found = {}
-    for folder in (assignment.reference, course.root / "kernels"):
+    for folder in (assignment.reference, course.kernels_dir):
         if not folder.is_dir():
             continue
         for item in sorted(folder.rglob("*")):

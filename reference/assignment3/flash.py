@@ -3,8 +3,8 @@ plus both bonuses (GQA inside the kernel, Triton backward kernels), with the sig
 of the kernel contract (assignments/assignment3/contract.py), which launches them.
 
 Self-contained on purpose (torch, triton, math only): `grade validate` runs this file
-as a submission inside the sandbox, which cannot import the course's kernels/
-package. kernels/flash_attention.py is the full-featured version (autotuning,
+as a submission inside the sandbox, which cannot import the course's course_kernels/
+package. course_kernels/flash_attention.py is the full-featured version (autotuning,
 sliding window, a fast unmasked path) that students are timed against.
 """
 

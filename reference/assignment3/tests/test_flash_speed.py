@@ -1,5 +1,5 @@
 """Hidden tests of task flash_speed (timing): the student's kernel against
-kernels.flash_attention.attention, on the same device in the same run and in the
+course_kernels.flash_attention.attention, on the same device in the same run and in the
 same mode (both compiled on a GPU, both in Triton's interpreter with
 `--timing-device cpu`). What is timed is the student's `_flash_fwd_kernel`, launched
 by the contract's launch_forward in the kernel worker: never torch host code.
@@ -32,7 +32,7 @@ def test_speed_against_the_reference_kernel(check, case_id):
     device = check.context.timing_device
     if device is None:
         check.pending("not timed: no CUDA device")
-    from kernels.flash_attention import attention, attention_flops
+    from course_kernels.flash_attention import attention, attention_flops
 
     gpu_case, cpu_case = CASES[case_id]
     batch, heads, n, head_dim, causal = gpu_case if device == "cuda" else cpu_case
