@@ -125,7 +125,7 @@ def test_instructor_sources(course: Path):
     extra.mkdir()
     (extra / "tutorial_kernel.py").write_text(WRONG_AXIS)
     (course / "course_kernels").mkdir()
-    (course / "kernels" / "flash.py").write_text(CORRECT_C)
+    (course / "course_kernels" / "flash.py").write_text(CORRECT_C)
     sources = instructor_sources(course, "mini")
     assert sorted(sources) == ["course_kernels/flash.py", "reference/mini/mini.py",
                                "reference/mini/similarity_sources/tutorial_kernel.py"]  # no mutants.py
@@ -316,7 +316,7 @@ def test_release_refuses_instructor_material(course: Path, tmp_path: Path, name,
 
 def test_release_refuses_kernel_copies_and_symlinks(course: Path, tmp_path: Path):
     (course / "course_kernels").mkdir()
-    (course / "kernels" / "flash.py").write_text("def _kernel(a, b):\n    return a @ b\n")
+    (course / "course_kernels" / "flash.py").write_text("def _kernel(a, b):\n    return a @ b\n")
     plant(course, "helpers.py", "import torch\n\n\ndef _kernel(a, b):\n    return a @ b\n")
     with pytest.raises(ReleaseLeak, match="contains _kernel from course_kernels/flash.py"):
         release(assignment_of(course, "mini"), tmp_path / "out")

@@ -113,6 +113,8 @@ def print_terminal(result: GradeResult, console=None, show_passed: bool = False)
         console.print(f"[cyan]…[/cyan] {escape(item.line())}")
     console.print(f"[dim]seed {result.seed} · sandbox: {escape(result.isolation_level)} · "
                   f"{result.duration_s:.1f} s[/dim]")
+    for gap in result.sandbox_gaps:
+        console.print(f"[yellow]note:[/yellow] {escape(gap)}", soft_wrap=True)  # one line, whatever the width
 
 
 CHECK_TELLS = ("What grade check tells: which public tests pass and, for each failure, what differs, where, "

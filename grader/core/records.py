@@ -231,6 +231,7 @@ class GradeResult:
     sandbox_override: bool = False  # graded with --allow-weak-sandbox below the course's requirement
     fingerprint: str = ""  # what graded it: manifest, reference/<id>/, grader version (core.fingerprint)
     file_problems: tuple[FileProblem, ...] = ()  # files missing or not valid Python, as data
+    sandbox_gaps: tuple[str, ...] = ()  # each layer this host could have given but did not, with its fix
 
     def to_dict(self) -> dict:
         data = asdict(self)
@@ -245,4 +246,5 @@ class GradeResult:
         return cls(**{**data, "score": Score.from_dict(data["score"]),
                       "outcomes": tuple(TestOutcome.from_dict(o) for o in data["outcomes"]),
                       "findings": tuple(StaticFinding(**f) for f in data["findings"]),
-                      "notes": notes, "file_problems": problems})
+                      "notes": notes, "file_problems": problems,
+                      "sandbox_gaps": tuple(data.get("sandbox_gaps", ()))})

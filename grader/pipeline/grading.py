@@ -209,6 +209,7 @@ def grade(assignment: Assignment, submission: Submission, request: GradeRequest 
         scored = replace(manifest, tasks=(manifest.task(only_task),))
     file_problems = [FileProblem("missing", name) for name in submission.missing] + file_problems
     notes = [*submission.notes, *(p.describe() for p in file_problems if p.kind == "syntax"), *([weak] if weak else []),
+             *isolation.gaps,
              *(f"test collection problem: {e}" for e in errors)]
     return GradeResult(
         assignment_id=manifest.id, assignment_title=manifest.title, student=submission.student,
@@ -218,7 +219,7 @@ def grade(assignment: Assignment, submission: Submission, request: GradeRequest 
         submitted_at=submission.submitted_at.isoformat() if submission.submitted_at else None,
         graded_at=datetime.now(UTC).isoformat(timespec="seconds"), seed=seed,
         isolation=isolation.description, isolation_level=isolation.level,
-        sandbox_override=weak is not None,
+        sandbox_override=weak is not None, sandbox_gaps=isolation.gaps,
         duration_s=round(time.perf_counter() - started, 3),
         versions={"grader": __version__, **environment()},
         notes=tuple(notes), student_output=student_output,

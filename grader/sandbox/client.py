@@ -111,7 +111,7 @@ class Sandbox:
         if isolation_level == "process" and self.host.bubblewrap:
             missing["bubblewrap"] = "not used for this worker"
         layers = (set(predicted.layers) - {"bubblewrap", "process"}) | {isolation_level}
-        self.isolation = Isolation(isolation.ordered(layers), {}, missing)
+        self.isolation = Isolation(isolation.ordered(layers), {}, missing, predicted.fixes)
         # Under bubblewrap a CPU worker forks from its slot's template inside bubblewrap and nests
         # namespaces of its own (grader.sandbox.namespaces); it runs as the template's uid. A GPU
         # worker, or a host that refuses nested namespaces, execs bubblewrap for each worker.
@@ -277,7 +277,8 @@ class Sandbox:
             if layer in layers and not holds and (self.base == "process" or seen):
                 layers.discard(layer)
                 missing[layer] = "reported by the worker but not visible in /proc"
-        self.isolation = Isolation(isolation.ordered(layers), details, missing)
+        fixes = {k: v for k, v in self.isolation.fixes.items() if k not in layers}
+        self.isolation = Isolation(isolation.ordered(layers), details, missing, fixes)
 
     def _host_pid(self, reported: int) -> int | None:
         """The worker's pid as this process sees it, from the pid it reported (its own namespace's)."""

@@ -54,6 +54,13 @@ class Isolation:
     layers: tuple[str, ...]
     details: dict[str, str] = field(default_factory=dict)
     missing: dict[str, str] = field(default_factory=dict)
+    fixes: dict[str, str] = field(default_factory=dict)  # a missing layer this host could give → the command
+
+    @property
+    def gaps(self) -> tuple[str, ...]:
+        """One line for each missing layer this host could give, with the command that gives it."""
+        return tuple(f"the sandbox ran without its {name} layer, which this host can give: `{command}` "
+                     f"(then grade again; `grade sandbox` shows every layer)" for name, command in self.fixes.items())
 
     @property
     def level(self) -> str:
@@ -204,6 +211,7 @@ class HostLayers:
     bubblewrap_missing: str = ""  # why bubblewrap is not used, when a switch turned it off
     landlock_missing: str = ""  # likewise for Landlock
     nested: str = "bubblewrap is not used"  # "" when bubblewrap workers may fork from a template, else why not
+    uid_fix: str = ""  # when the uid layer is missing only because a folder is closed: the command that opens it
 
     def predicted(self) -> Isolation:
         layers = {"bubblewrap" if self.bubblewrap else "process", "reaper"}
@@ -219,7 +227,7 @@ class HostLayers:
             layers.add("landlock")
         else:
             missing["landlock"] = self.landlock_missing or "this kernel has no Landlock"
-        return Isolation(ordered(layers), {}, missing)
+        return Isolation(ordered(layers), {}, missing, {"uid": self.uid_fix} if self.uid_fix else {})
 
 
 def bubblewrap_reason() -> str:
@@ -247,7 +255,9 @@ def host_layers(probe_uid: int | None, switches: SandboxSwitches | None = None) 
     nested = "bubblewrap is not used"
     if bubblewrap:
         nested = (f"turned off by {NO_ZYGOTE_ENV}" if switches.no_template else nested_namespaces(as_uid))
-    return HostLayers(bubblewrap=bubblewrap, uid=uid_problem,
+    closed = uids.closed_folders(runtime_files()) if uid_problem and not switches.why_off("uid") \
+        and os.geteuid() == 0 and probe_uid is not None else ()
+    return HostLayers(bubblewrap=bubblewrap, uid=uid_problem, uid_fix=f"chmod o+x {' '.join(closed)}" if closed else "",
                       landlock_abi=0 if switches.why_off("landlock") else landlock.abi_version(),
                       seccomp=switches.why_off("seccomp") or seccomp_filter.available(),
                       bubblewrap_missing=bubblewrap_off, landlock_missing=switches.why_off("landlock"),

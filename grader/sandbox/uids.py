@@ -106,18 +106,20 @@ def claim(uid_range: tuple[int, int] = DEFAULT_UID_RANGE) -> UidSlot:
     raise RuntimeError(f"every uid in {low}-{high} is in use by another worker")
 
 
-def _blocking_component(path: str) -> str:
-    """The first folder on the way to `path` that other users cannot enter, if any."""
-    current = Path("/")
-    for part in Path(path).parts[1:-1]:
-        current = current / part
-        try:
-            mode = current.stat().st_mode
-        except OSError:
-            return str(current)
-        if not mode & stat.S_IXOTH:
-            return str(current)
-    return ""
+def closed_folders(paths: tuple[str, ...]) -> tuple[str, ...]:
+    """Every folder closed to other users on the way to the interpreter or one of `paths`, outermost first."""
+    found: dict[str, None] = {}
+    for path in (sys.executable, *paths):
+        current = Path("/")
+        for part in Path(os.path.realpath(path)).parts[1:-1]:
+            current = current / part
+            try:
+                closed = not current.stat().st_mode & stat.S_IXOTH
+            except OSError:
+                break
+            if closed:
+                found[str(current)] = None
+    return tuple(found)
 
 
 _REACHABLE: dict[tuple[str, ...], str] = {}
@@ -143,11 +145,10 @@ def _probe_reachable(uid: int, paths: tuple[str, ...]) -> str:
         problem = result.stderr.decode(errors="replace").strip().splitlines()[-1:]
     except (OSError, subprocess.SubprocessError) as exc:
         problem = [f"{type(exc).__name__}: {exc}"]
-    for path in (sys.executable, *paths):
-        blocking = _blocking_component(os.path.realpath(path))
-        if blocking:
-            return (f"uid {uid} cannot reach {path}: {blocking} is closed to other users "
-                    f"(make it traversable with chmod o+x {blocking}, or install Python elsewhere)")
+    blocking = " ".join(closed_folders(paths))
+    if blocking:
+        return (f"uid {uid} cannot reach the Python installation: {blocking} is closed to other users "
+                f"(make it traversable with chmod o+x {blocking}, or install Python elsewhere)")
     return f"uid {uid} cannot read the Python installation ({' '.join(problem)[-200:]})"
 
 
