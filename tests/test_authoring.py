@@ -17,12 +17,12 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from grader.authoring.scaffold import new_assignment
+from grader.authoring.validate import FIRST_SEED, PUBLIC_SUFFIX, ValidateOptions, validate
 from grader.cli.main import main
 from grader.core.course import Course
 from grader.core.errors import GraderError, ReleaseLeak
 from grader.harness.reference import load_reference
-from grader.pipeline.scaffold import new_assignment
-from grader.pipeline.validate import FIRST_SEED, PUBLIC_SUFFIX, ValidateOptions, validate
 from grader.ship.release import release
 from tests.conftest import MINI_COURSE, ROOT, assignment_of
 
@@ -331,8 +331,8 @@ def test_an_interrupted_validate_stops_at_once_and_leaves_no_process(tmp_path: P
 
 # ------------------------------------------------------------------ what a re-run grades again
 def _keys(course: Path, tmp: Path) -> dict[tuple[str, str, int], str]:
-    from grader.pipeline.validate import plan
-    from grader.pipeline.validate_cache import Fingerprints
+    from grader.authoring.validate import plan
+    from grader.authoring.validate_cache import Fingerprints
 
     assignment = assignment_of(course, NEW)
     _, mutants = load_reference(assignment)

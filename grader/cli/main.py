@@ -428,7 +428,7 @@ def release(course: Course, assignment: str, out: str | None) -> None:
 @library_errors
 def new(course: Course, assignment: str, tasks: str, module: str | None, title: str | None) -> None:
     """Write a new assignment that grade validate accepts as it stands (docs/AUTHORING.md)."""
-    from grader.pipeline.scaffold import new_assignment
+    from grader.authoring.scaffold import new_assignment
 
     made = new_assignment(course, assignment, [t.strip() for t in tasks.split(",") if t.strip()], module, title)
     click.echo("\n".join([*(f"  {name}" for name in made.files), f"{assignment}: {len(made.files)} files written. "
@@ -451,9 +451,9 @@ def validate(course: Course, assignment: str | None, jobs: int | None, seeds: in
              mutant_ids: tuple[str, ...], no_cache: bool, checks_only: bool) -> None:
     """Instructor self-test: consistency checks, then reference full marks, stubs zero, every mutant caught and
     diagnosed, no hidden test passed by a placeholder or depending on the seed (docs/AUTHORING.md)."""
+    from grader.authoring.validate import DEFAULT_SEEDS, ValidateOptions
+    from grader.authoring.validate import validate as run_validation
     from grader.cli.console import ValidateOutput
-    from grader.pipeline.validate import DEFAULT_SEEDS, ValidateOptions
-    from grader.pipeline.validate import validate as run_validation
 
     interpret_kernels_without_gpu()
     if (tasks or mutant_ids) and not assignment:

@@ -1,4 +1,4 @@
-"""What an assignment's own files say, read from their syntax trees (for grader.pipeline.consistency).
+"""What an assignment's own files say, read from their syntax trees (for grader.authoring.consistency).
 
 Nothing here imports or runs the files: stubs, reference modules and tests are parsed, so a
 consistency check answers in a fraction of a second and names the file and line at fault.

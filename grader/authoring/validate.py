@@ -1,6 +1,6 @@
 """`grade validate`: the instructor's proof that an assignment grades correctly.
 
-First the consistency checks (grader.pipeline.consistency): what the files say agrees, in seconds,
+First the consistency checks (grader.authoring.consistency): what the files say agrees, in seconds,
 before anything is graded. Then each claim is checked by grading real workspaces through the
 sandbox, with the hidden tests (mode "submit") and with the public tests (mode "check"):
 
@@ -20,7 +20,7 @@ grader.pipeline.dispatch), each in a worker forked from a template worker, in mi
 started afresh (a new interpreter importing torch per grading): under bubblewrap where its workers fork
 from one (grader.sandbox.namespaces), else at the no-namespace level (the code is the instructor's own).
 A grading whose fingerprint is unchanged since the last run is read back instead
-(grader.pipeline.validate_cache). `tasks` and `mutant_ids` narrow the run to
+(grader.authoring.validate_cache). `tasks` and `mutant_ids` narrow the run to
 those mutants (the reference and the stubs are always graded, mostly from the cache).
 """
 
@@ -34,20 +34,20 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
+from grader.authoring.consistency import consistency_checks
+from grader.authoring.validate_cache import Fingerprints, ValidateCache
+from grader.authoring.workspaces import defining_file, patched, reference_answers, reference_workspace
 from grader.core.assignment import Assignment
 from grader.core.errors import GraderError, UnknownTask
 from grader.core.manifest import Manifest
 from grader.core.records import PASSED, GradeResult
 from grader.harness.catalogue import Mutant
 from grader.harness.reference import load_reference
-from grader.pipeline.consistency import consistency_checks
 from grader.pipeline.discovery import Entry
 from grader.pipeline.dispatch import Dispatcher
 from grader.pipeline.grading import open_submission
 from grader.pipeline.jobs import GradingJob, JobResult
 from grader.pipeline.local_pool import LocalProcessExecutor
-from grader.pipeline.validate_cache import Fingerprints, ValidateCache
-from grader.pipeline.workspaces import defining_file, patched, reference_answers, reference_workspace
 
 __all__ = ["Verdict", "ValidateOptions", "validate", "reference_answers", "reference_workspace", "defining_file",
            "patched", "PUBLIC_SUFFIX", "DEFAULT_SEEDS"]
