@@ -23,6 +23,7 @@ from class_builder import CORRECT_A, CORRECT_B, CORRECT_C, DISGUISED_A, FIXTURE,
 from click.testing import CliRunner
 
 from grader.cli.main import main
+from grader.core.course import Course
 from grader.core.errors import ClassDataError, ReleaseLeak
 from grader.core.manifest import load_manifest
 from grader.core.records import FAILED, PASSED, GradeResult, TestOutcome
@@ -125,8 +126,8 @@ def test_instructor_sources(course: Path):
     extra.mkdir()
     (extra / "tutorial_kernel.py").write_text(WRONG_AXIS)
     (course / "course_kernels").mkdir()
-    (course / "kernels" / "flash.py").write_text(CORRECT_C)
-    sources = instructor_sources(course, "mini")
+    (course / "course_kernels" / "flash.py").write_text(CORRECT_C)
+    sources = instructor_sources(Course(course), "mini")
     assert sorted(sources) == ["course_kernels/flash.py", "reference/mini/mini.py",
                                "reference/mini/similarity_sources/tutorial_kernel.py"]  # no mutants.py
     found = {(m.a, m.b) for m in find_similar({"x": REFERENCE, "y": WRONG_AXIS, "z": CORRECT_B}, sources,
