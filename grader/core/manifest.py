@@ -144,6 +144,11 @@ class Manifest:
     def functions(self) -> tuple[str, ...]:
         return tuple(f for t in self.tasks for f in t.functions)
 
+    @property
+    def has_timing_task(self) -> bool:
+        """Whether a task is timed (against the course's reference kernels, on a GPU)."""
+        return any(task.kind == "timing" for task in self.tasks)
+
     def is_launcher(self, function: str) -> bool:
         """Whether `function` is a launcher of the kernel contract (run by the grader, not the student)."""
         return self.contract is not None and function in self.contract.launcher_names
