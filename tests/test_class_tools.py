@@ -281,10 +281,14 @@ def test_release_bundle_zip_and_notebook(course: Path, tmp_path: Path):
     assert "grade check mini" in markdown[-1]
     assembled = modules_from_notebook(nbformat.writes(notebook).encode(), ("mini.py",))["mini.py"].decode()
     assert "def double" in assembled and "def normalize" in assembled
-    # the same folder always gives the same zip
+    # the same folder always gives the same zip, and a release again replaces each file whole (written beside
+    # it, then renamed: a new inode), never rewriting the file a reader may hold open
     first = (tmp_path / "out" / "mini.zip").read_bytes()
+    inodes = {name: (tmp_path / "out" / name).stat().st_ino for name in ("mini.zip", "mini.ipynb")}
     release(assignment_of(course, "mini"), tmp_path / "out")
     assert (tmp_path / "out" / "mini.zip").read_bytes() == first
+    assert all((tmp_path / "out" / name).stat().st_ino != inode for name, inode in inodes.items())
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["mini.ipynb", "mini.zip"]  # no temporary left
 
 
 def plant(course: Path, name: str, text: str | bytes) -> None:
@@ -317,7 +321,7 @@ def test_release_refuses_instructor_material(course: Path, tmp_path: Path, name,
 
 def test_release_refuses_kernel_copies_and_symlinks(course: Path, tmp_path: Path):
     (course / "course_kernels").mkdir()
-    (course / "kernels" / "flash.py").write_text("def _kernel(a, b):\n    return a @ b\n")
+    (course / "course_kernels" / "flash.py").write_text("def _kernel(a, b):\n    return a @ b\n")
     plant(course, "helpers.py", "import torch\n\n\ndef _kernel(a, b):\n    return a @ b\n")
     with pytest.raises(ReleaseLeak, match="contains _kernel from course_kernels/flash.py"):
         release(assignment_of(course, "mini"), tmp_path / "out")
@@ -366,6 +370,11 @@ def test_gradescope_autograder_bundle(course: Path, tmp_path: Path):
     assert "download.pytorch.org/whl/cpu" in setup
     checked = subprocess.run(["bash", "-n", "-c", run], capture_output=True, text=True)
     assert checked.returncode == 0, checked.stderr
+    # built again: the same bytes, the file replaced whole (a new inode), nothing left beside it
+    first, inode = out.read_bytes(), out.stat().st_ino
+    assert invoke("--course", str(course), "autograder", "gradescope", "mini", "--out", str(out)).exit_code == 0
+    assert out.read_bytes() == first and out.stat().st_ino != inode
+    assert [p.name for p in out.parent.iterdir() if p.name.startswith(".autograder.zip.")] == []
 
 
 @pytest.mark.slow

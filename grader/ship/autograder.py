@@ -33,7 +33,6 @@ import json
 import math
 import os
 import shlex
-import zipfile
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -43,11 +42,10 @@ from grader.core.compat import parse_iso
 from grader.core.course import ENGINE_ROOT, Course
 from grader.core.due import HOSTED, DueDate
 from grader.core.errors import GraderError, SandboxFailed, SandboxRefused, SettingsError
-from grader.core.files import SKIPPED_PARTS, tree_files, write_atomic
+from grader.core.files import SKIPPED_PARTS, tree_files, write_atomic, zip_bytes
 from grader.core.manifest import Manifest
 from grader.core.text import one_line
 from grader.intake.submission import WORKSPACE_DEPTH
-from grader.ship.release import ZIP_DATE
 
 HOME_ENV = "GRADE_AUTOGRADER_HOME"
 DEFAULT_HOME = "/autograder"
@@ -360,17 +358,9 @@ def build_autograder(assignment: Assignment, out: str | Path | None = None, *,
     run = RUN_AUTOGRADER.format(assignment=shlex.quote(assignment_id), limit_s=timeout_minutes * 60 - STOP_MARGIN_S,
                                 **names)
 
-    def add(archive: zipfile.ZipFile, name: str, data: bytes, mode: int = 0o644) -> None:
-        info = zipfile.ZipInfo(name, date_time=ZIP_DATE)
-        info.external_attr = mode << 16
-        info.compress_type = zipfile.ZIP_DEFLATED
-        archive.writestr(info, data)
-
-    with zipfile.ZipFile(path, "w") as archive:
-        add(archive, "setup.sh", setup.encode(), 0o755)
-        add(archive, "run_autograder", run.encode(), 0o755)
-        if "README.md" not in files:  # pyproject.toml names it; pip refuses to install without it
-            add(archive, "README.md", _readme(assignment_id).encode())
-        for name, item in sorted(files.items()):
-            add(archive, name, item.read_bytes())
+    entries = [("setup.sh", setup.encode(), 0o755), ("run_autograder", run.encode(), 0o755)]
+    if "README.md" not in files:  # pyproject.toml names it; pip refuses to install without it
+        entries.append(("README.md", _readme(assignment_id).encode(), 0o644))
+    entries += [(name, item.read_bytes(), 0o644) for name, item in sorted(files.items())]
+    write_atomic(path, zip_bytes(entries))
     return path

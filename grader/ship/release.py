@@ -44,7 +44,6 @@ from __future__ import annotations
 import ast
 import hashlib
 import re
-import zipfile
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
@@ -53,7 +52,7 @@ import nbformat
 from grader.core.assignment import Assignment
 from grader.core.compat import tomllib
 from grader.core.errors import ReleaseLeak, StarterNotPristine
-from grader.core.files import SKIPPED_PARTS
+from grader.core.files import SKIPPED_PARTS, write_atomic, zip_bytes
 from grader.core.manifest import Manifest
 from grader.core.quiz import ANSWERS_FILE
 from grader.intake.notebook import ANSWERS_TAG
@@ -61,7 +60,6 @@ from grader.ship import leaks
 
 INSTRUCTOR_ONLY_NAMES = {"quiz_key.toml", "mutants.py"}
 TEST_FILE = re.compile(r"^(test_.*|.*_test|conftest)\.py$")
-ZIP_DATE = (2020, 1, 1, 0, 0, 0)  # fixed, so the same folder always gives the same zip
 
 
 @dataclass(frozen=True)
@@ -448,13 +446,10 @@ def release(assignment: Assignment, out_dir: str | Path | None = None) -> Releas
     zip_path = out / f"{assignment_id}.zip"
     shipped = {**files, "README.md": readme_for_bundle(assignment_id, files.get("README.md"),
                                                        assignment.settings.release.install)}
-    with zipfile.ZipFile(zip_path, "w", compression=zipfile.ZIP_DEFLATED) as archive:
-        for name, data in sorted(shipped.items()):
-            info = zipfile.ZipInfo(f"{assignment_id}/{name}", date_time=ZIP_DATE)
-            info.external_attr = 0o644 << 16
-            info.compress_type = zipfile.ZIP_DEFLATED
-            archive.writestr(info, data)
+    write_atomic(zip_path, zip_bytes((f"{assignment_id}/{name}", data, 0o644)
+                                     for name, data in sorted(shipped.items())))
     notebook_path = out / f"{assignment_id}.ipynb"
-    nbformat.write(build_notebook(assignment_id, manifest.title, files, manifest.files), str(notebook_path))
+    notebook = nbformat.writes(build_notebook(assignment_id, manifest.title, files, manifest.files))
+    write_atomic(notebook_path, notebook if notebook.endswith("\n") else notebook + "\n")
     settings = assignment.settings.release
     return Release(zip_path, notebook_path, tuple(sorted(files)), settings.install, settings.install_configured)
