@@ -190,7 +190,7 @@ def test_batch_jobs_carry_each_students_extension_to_the_late_policy(tmp_path: P
     jobs = {job.student: job for job in executor.jobs}
     assert jobs["s24"].due.extension == timedelta(days=1.5) and jobs["s24"].due.extension_from == "the roster"
     assert jobs["s24"].due.deadline == assignment_of(course_dir, ASSIGNMENT).manifest.deadline
-    assert jobs["s20"].due is None  # no extension: the manifest's due date
+    assert jobs["s20"].due == assignment_of(course_dir, ASSIGNMENT).due_date  # no extension: the manifest's
     assert latest["s24"].result.score.late_days == 0  # 20 h late, 36 h more: on time
     assert latest["s24"].total == pytest.approx(BY_ID["s24"].expected_total / 0.75, abs=1e-2)
     assert latest["s24"].result.score.extension_s == 1.5 * 86400

@@ -65,7 +65,7 @@ from grader.pipeline.local_pool import LocalProcessExecutor
 from grader.pipeline.policy import require_sandbox
 from grader.pipeline.record import GradebookRow
 from grader.render.standing import standing_for
-from grader.storage.gradebook import ExtensionRecord, Gradebook
+from grader.storage.gradebook import ExtensionRecord, Gradebook, due_with
 from grader.storage.roster import read_timestamps
 
 FORCED = "regraded with --force"  # why files already graded are graded again when the batch is forced
@@ -139,14 +139,12 @@ class Intake:
     def job(self, entry: Entry, submission: Submission) -> GradingJob:
         course = self.assignment.course
         report = course.report_path(entry.student, self.assignment.id) if self.write_reports else None
-        extension = self.extensions.get(entry.student)
-        due = self.assignment.due_date
         return GradingJob(assignment=self.assignment, path=str(entry.path), student=entry.student,
                           submitted_at=submission.submitted_at.isoformat() if submission.submitted_at else None,
                           report_path=str(report) if report else None,
                           seed=None if self.seed is None else student_seed(self.seed, entry.student),
                           allow_weak_sandbox=self.allow_weak_sandbox, protected=(self.gradebook_path,),
-                          due=extension.applied_to(due) if extension else None)
+                          due=due_with(self.assignment.manifest, self.extensions.get(entry.student)))
 
 
 class Recorder:
