@@ -286,28 +286,18 @@ def submit(course: Course, assignment: str, workspace: str | None, student: str 
         check_student_id(student, "--student", fix="pass the student's id")
     assigned = grading_assignment(course, assignment)
     from grader.cli.console import ActivityProgress, print_terminal
-    from grader.pipeline.grading import GradeRequest, grade, open_submission
-    from grader.pipeline.record import GradebookRow, HtmlReport, ResultsJson, deliver
-    from grader.pipeline.staff import recorded_due_date
-    from grader.storage.gradebook import Gradebook
+    from grader.pipeline.grading import GradeRequest, open_submission
+    from grader.pipeline.record import submit_and_record
 
     submission = open_submission(assigned, workspace, student=student, submitted_at=submitted_at)
-    html = Path(html_path) if html_path else course.report_path(submission.student, assignment)
-    book_path = course.gradebook_path(gradebook_path)
-    request = GradeRequest(mode="submit", seed=seed, timing_device=timing_device,
-                           allow_weak_sandbox=allow_weak_sandbox, protected=(str(book_path), str(html)),
-                           due=recorded_due_date(book_path, submission.student, assigned))
+    request = GradeRequest(mode="submit", seed=seed, timing_device=timing_device, allow_weak_sandbox=allow_weak_sandbox)
     with ActivityProgress(f"grading {assignment} for {submission.student}") as activity:
-        result = grade(assigned, submission, request, progress=activity)
+        result, said = submit_and_record(
+            assigned, submission, request, progress=activity, record=not no_record,
+            report=Path(html_path) if html_path else course.report_path(submission.student, assignment),
+            gradebook=course.gradebook_path(gradebook_path), results=Path(json_path) if json_path else None)
     print_terminal(result)
-    sinks = [*([ResultsJson(Path(json_path), assigned.manifest)] if json_path else []),
-             HtmlReport(html, course.templates_dir)]
-    for line in deliver(result, submission, sinks):
-        click.echo(line)
-    if not no_record:
-        with Gradebook(book_path) as book:
-            for line in deliver(result, submission, [GradebookRow(book)]):
-                click.echo(line)
+    click.echo("\n".join(said))
 
 
 # ------------------------------------------------------------------ running a class

@@ -1,9 +1,11 @@
 """One grade and where it goes: `grade_and_record` and its sinks.
 
-Every official grade is put together here, whoever asks: `grade submit`, a batch job
-(in a pool worker, whose gradebook row the batch's parent delivers, since the parent
-alone writes the gradebook), the Gradescope autograder and a Ray actor (which renders
-the report and sends it back as text). What happens to a result is a list of sinks:
+Every grade is put together by `grade_and_record`, whoever asks: `grade submit` (through
+`submit_and_record`, which opens the gradebook once: the student's due date, then the row),
+`grade check` (no sink but the terminal), a batch job (in a pool worker or a Ray actor, which
+write or render the report; the batch's parent delivers the gradebook row, since the parent
+alone writes the gradebook), the Gradescope autograder (results.json) and `grade replay`.
+What happens to a result is a list of sinks:
 
 * `ResultsJson`: Gradescope's results.json;
 * `HtmlReport`: the student's report, written;
@@ -16,7 +18,8 @@ Files are written whole or not at all (grader.core.files.write_atomic).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from contextlib import ExitStack
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
@@ -95,9 +98,29 @@ def deliver(result: GradeResult, submission: Submission, sinks: Sequence[Sink]) 
 
 def grade_and_record(assignment: Assignment, submission: Submission, request: GradeRequest,
                      sinks: Sequence[Sink] = (), progress: Callable[[str], None] | None = None,
-                     ) -> tuple[GradeResult, list[str]]:
-    """Grade one submission and deliver the result to `sinks`; the result and what the sinks said."""
+                     notes: Sequence[str] = ()) -> tuple[GradeResult, list[str]]:
+    """Grade one submission and deliver the result to `sinks` (`notes`, said by whoever asked, added to the
+    result first); the result and what the sinks said."""
     from grader.pipeline.grading import grade
 
     result = grade(assignment, submission, request, progress)
+    if notes:
+        result = replace(result, notes=(*result.notes, *notes))
     return result, deliver(result, submission, sinks)
+
+
+def submit_and_record(assignment: Assignment, submission: Submission, request: GradeRequest, *, report: Path,
+                      gradebook: Path, results: Path | None = None, record: bool = True,
+                      progress: Callable[[str], None] | None = None) -> tuple[GradeResult, list[str]]:
+    """`grade submit`'s official grade: the gradebook at `gradebook` opened once, for the student's due date
+    (their extension applied) and, with `record`, the row; the HTML report at `report`, results.json at
+    `results` if given. Without `record` an absent gradebook is not created. The worker may read neither
+    file (`request.protected`). The result and what the sinks said."""
+    request = replace(request, protected=(*request.protected, str(gradebook), str(report)))
+    with ExitStack() as stack:
+        book = stack.enter_context(Gradebook(gradebook)) if record or Path(gradebook).is_file() else None
+        due = book.due_date(submission.student, assignment.manifest) if book else assignment.due_date
+        sinks: list[Sink] = [*([ResultsJson(results, assignment.manifest)] if results else []),
+                             HtmlReport(report, assignment.course.templates_dir),
+                             *([GradebookRow(book)] if record and book else [])]
+        return grade_and_record(assignment, submission, replace(request, due=due), sinks, progress)

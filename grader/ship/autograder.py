@@ -259,8 +259,8 @@ def run_gradescope(assignment: Assignment, paths: AutograderPaths | None = None,
 
     0 when results.json holds a grade or a problem of the submission; the GraderError's exit
     code when the host cannot grade (no required sandbox level: 4), with a results.json saying so."""
-    from grader.pipeline.grading import GradeRequest, grade, open_submission
-    from grader.pipeline.record import ResultsJson, deliver
+    from grader.pipeline.grading import GradeRequest, open_submission
+    from grader.pipeline.record import ResultsJson, grade_and_record
 
     paths = paths or AutograderPaths.from_environment()
     try:
@@ -268,12 +268,11 @@ def run_gradescope(assignment: Assignment, paths: AutograderPaths | None = None,
         workspace = pick_workspace(paths.submission, assignment.manifest)
         submission = open_submission(assignment, workspace, student=GRADESCOPE_STUDENT,
                                      submitted_at=dates.submitted_at)
-        result = grade(assignment, submission, GradeRequest(mode="submit", seed=seed,
-                                                                 due=dates.due_date(assignment.due_date)))
-        result = replace(result, notes=(*result.notes, *dates.notes))  # the metadata's own notes, shown too
+        request = GradeRequest(mode="submit", seed=seed, due=dates.due_date(assignment.due_date))
+        grade_and_record(assignment, submission, request, [ResultsJson(paths.results, assignment.manifest)],
+                         notes=dates.notes)  # the metadata's own notes, shown too
     except GraderError as exc:
         return record_failure(paths, exc)
-    deliver(result, submission, [ResultsJson(paths.results, assignment.manifest)])
     return 0
 
 
