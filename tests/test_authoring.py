@@ -4,6 +4,7 @@ in seconds, or its gradings), while `grade release` refuses only what leaks the 
 
 from __future__ import annotations
 
+import ast
 import os
 import re
 import select
@@ -17,6 +18,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from grader.authoring.authored_source import is_stub, not_implemented_message
 from grader.authoring.scaffold import new_assignment
 from grader.authoring.validate import FIRST_SEED, PUBLIC_SUFFIX, ValidateOptions, validate
 from grader.cli.main import main
@@ -403,3 +405,19 @@ def test_narrowing_to_a_task_or_mutant_that_does_not_exist_is_refused_before_any
         validate(assignment_of(course, NEW), options=ValidateOptions(tasks=("feature_mapp",)))
     with pytest.raises(UnknownTask, match="catalogue has no mutant nope .mutants: feature_map_wrong_axis, "):
         validate(assignment_of(course, NEW), options=ValidateOptions(mutant_ids=("nope",)))
+
+
+@pytest.mark.parametrize("body, stub, message", [
+    ('"""Doc."""\n    raise NotImplementedError("f: your code")', True, "f: your code"),
+    ("raise NotImplementedError", True, ""),
+    ("pass", True, None),
+    ("...", True, None),
+    ('"""Doc."""\n    raise NotImplementedError("f")\n    return x', False, "f"),  # a body after the raise
+    ('raise ValueError("NotImplementedError")', False, None),
+    ("return x * 2", False, None),
+])
+def test_the_one_stub_detector(body, stub, message):
+    """What the consistency checks, the release's blank-starter check and the leak check call a stub."""
+    node = ast.parse(f"def f(x):\n    {body}\n").body[0]
+    assert (is_stub(node), not_implemented_message(node)) == (stub, message)
+

@@ -49,6 +49,7 @@ from pathlib import Path, PurePosixPath
 
 import nbformat
 
+from grader.authoring.authored_source import is_stub, not_implemented_message
 from grader.core.assignment import Assignment
 from grader.core.compat import tomllib
 from grader.core.errors import ReleaseLeak, StarterNotPristine
@@ -104,7 +105,7 @@ def _definitions(text: str, formulas: set[str]) -> list[tuple[str, str]]:
         return []
     lines = text.splitlines()
     return [(node.name, normalise("\n".join(lines[node.lineno - 1:node.end_lineno])))
-            for node in tree.body if isinstance(node, leaks.DEFINITIONS) and not leaks.is_stub(node)
+            for node in tree.body if isinstance(node, leaks.DEFINITIONS) and not is_stub(node)
             and not leaks.states_formula(node, formulas)]
 
 
@@ -166,7 +167,7 @@ def _python_leaks(path: str, text: str, modules: dict, shapes: dict, reported: s
     if tree is None:
         return []
     stated = all(leaks.states_formula(node, formulas) for node in tree.body
-                 if isinstance(node, leaks.DEFINITIONS) and not leaks.is_stub(node))
+                 if isinstance(node, leaks.DEFINITIONS) and not is_stub(node))
     if leaks.has_substance(tree) and leaks.safe_shape(tree) in modules and not (stated and _only_definitions(tree)):
         return [f"{path}: same code as {_from(modules[leaks.safe_shape(tree)])} (compared as syntax trees)"]
     problems = []
@@ -251,18 +252,6 @@ def find_leaks(bundle: dict[str, bytes], instructor: dict[str, bytes]) -> list[s
     return problems
 
 
-def _raises_not_implemented_first(node: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
-    """Whether the first statement after the docstring is `raise NotImplementedError(...)`."""
-    body = list(node.body)
-    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
-            and isinstance(body[0].value.value, str):
-        body = body[1:]
-    if not body or not isinstance(body[0], ast.Raise) or body[0].exc is None:
-        return False
-    raised = body[0].exc.func if isinstance(body[0].exc, ast.Call) else body[0].exc
-    return isinstance(raised, ast.Name) and raised.id == "NotImplementedError"
-
-
 def _blank_answers(data: bytes) -> tuple[list[str], str]:
     """(questions with an answer, a problem reading the file) of an answers.toml."""
     try:
@@ -303,9 +292,9 @@ def pristine_problems(bundle: dict[str, bytes], manifest: Manifest) -> list[str]
                 problems.append(f"{name}: no stub in {', '.join(manifest.files)} (a task names it)")
             continue
         module, node = defined[name]
-        if leaks.is_given(node) or _raises_not_implemented_first(node):
+        if leaks.is_given(node) or not_implemented_message(node) is not None:
             continue
-        what = "does not raise NotImplementedError" if leaks.is_stub(node) else "has a body"
+        what = "does not raise NotImplementedError" if is_stub(node) else "has a body"
         problems.append(f"{module}: {name} {what}; its stub must raise NotImplementedError first "
                         f"(or its docstring say it is given: 'Given; do not change.')")
     if ANSWERS_FILE in bundle:
