@@ -20,7 +20,7 @@ from pathlib import Path
 
 import click
 
-from grader.core.compat import parse_iso
+from grader.core.compat import NoTimeZone, parse_zoned
 from grader.core.course import Course, find_course
 from grader.core.errors import GraderError, SandboxRefused
 from grader.core.text import one_line
@@ -107,12 +107,11 @@ def iso_datetime(_ctx, _param, value: str | None) -> datetime | None:
     if value is None:
         return None
     try:
-        parsed = parse_iso(value)
+        return parse_zoned(value)
+    except NoTimeZone as exc:
+        raise click.BadParameter("give a time zone, e.g. 2026-12-14T23:59:00+00:00") from exc
     except ValueError as exc:
         raise click.BadParameter(f"not an ISO 8601 date-time: {value!r}") from exc
-    if parsed.tzinfo is None:
-        raise click.BadParameter("give a time zone, e.g. 2026-12-14T23:59:00+00:00")
-    return parsed
 
 
 pass_course = click.make_pass_decorator(Course)

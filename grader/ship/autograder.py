@@ -38,7 +38,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 from grader.core.assignment import Assignment
-from grader.core.compat import parse_iso
+from grader.core.compat import NoTimeZone, parse_zoned
 from grader.core.course import ENGINE_ROOT, Course
 from grader.core.due import HOSTED, DueDate
 from grader.core.errors import GraderError, SandboxFailed, SandboxRefused, SettingsError
@@ -180,14 +180,12 @@ def _date(value: object, where: str, notes: list[str]) -> datetime | None:
     if value in (None, ""):
         return None
     try:
-        parsed = parse_iso(str(value))
+        return parse_zoned(str(value))
+    except NoTimeZone:
+        notes.append(f"submission_metadata.json: {where} has no time zone; ignored")
     except ValueError:
         notes.append(f"submission_metadata.json: {where} is not a date ({one_line(str(value), 60)!r}); ignored")
-        return None
-    if parsed.tzinfo is None:
-        notes.append(f"submission_metadata.json: {where} has no time zone; ignored")
-        return None
-    return parsed
+    return None
 
 
 def read_metadata(path: Path) -> GradescopeDates:
