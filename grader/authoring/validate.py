@@ -223,21 +223,6 @@ def degenerate_verdict(assignment: Assignment) -> Verdict:
     return Verdict(manifest.id, "degenerate answers", "", not passed, detail, 0.0, manifest.max_points, HIDDEN)
 
 
-def collection_verdicts(assignment: Assignment) -> list[Verdict]:
-    """One verdict per suite: every test collects and names one task of the manifest."""
-    from grader.harness.suite import collected_tasks
-
-    manifest = assignment.manifest
-    verdicts = []
-    for suite, folder in ((HIDDEN, assignment.hidden_tests), (PUBLIC, assignment.public_tests)):
-        tasks, problems = collected_tasks(folder, manifest)
-        detail = ("; ".join(problems) if problems else
-                  f"all {len(tasks)} {suite} tests collect and name one task of the manifest")
-        verdicts.append(Verdict(manifest.id, f"{suite} tests", "", not problems, detail, 0.0,
-                                manifest.max_points, suite))
-    return verdicts
-
-
 # ------------------------------------------------------------------------------ the plan
 @dataclass
 class Grading:
