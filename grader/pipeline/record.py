@@ -81,14 +81,17 @@ class RenderedReport:
 @dataclass(frozen=True)
 class GradebookRow:
     """The gradebook's record of the grading (an earlier grading of the same files is kept in its history,
-    replaced for `replaced_because`)."""
+    replaced for `replaced_because`). `book`: an open gradebook, or the path of one to open (and create)
+    only now, once there is a grade to record."""
 
-    book: Gradebook
+    book: Gradebook | Path
     replaced_because: str = "graded again"
 
     def deliver(self, result: GradeResult, submission: Submission) -> str:
-        self.book.record(result, submission, replaced_because=self.replaced_because)
-        return f"recorded in {self.book.path}"
+        with ExitStack() as stack:
+            book = self.book if isinstance(self.book, Gradebook) else stack.enter_context(Gradebook(self.book))
+            book.record(result, submission, replaced_because=self.replaced_because)
+            return f"recorded in {book.path}"
 
 
 def deliver(result: GradeResult, submission: Submission, sinks: Sequence[Sink]) -> list[str]:
@@ -114,13 +117,14 @@ def submit_and_record(assignment: Assignment, submission: Submission, request: G
                       progress: Callable[[str], None] | None = None) -> tuple[GradeResult, list[str]]:
     """`grade submit`'s official grade: the gradebook at `gradebook` opened once, for the student's due date
     (their extension applied) and, with `record`, the row; the HTML report at `report`, results.json at
-    `results` if given. Without `record` an absent gradebook is not created. The worker may read neither
-    file (`request.protected`). The result and what the sinks said."""
+    `results` if given. An absent gradebook is created only when there is a grade to record (not for a
+    refused grading, nor without `record`). The worker may read neither file (`request.protected`). The
+    result and what the sinks said."""
     request = replace(request, protected=(*request.protected, str(gradebook), str(report)))
     with ExitStack() as stack:
-        book = stack.enter_context(Gradebook(gradebook)) if record or Path(gradebook).is_file() else None
+        book = stack.enter_context(Gradebook(gradebook)) if Path(gradebook).is_file() else None
         due = book.due_date(submission.student, assignment.manifest) if book else assignment.due_date
         sinks: list[Sink] = [*([ResultsJson(results, assignment.manifest)] if results else []),
                              HtmlReport(report, assignment.course.templates_dir),
-                             *([GradebookRow(book)] if record and book else [])]
+                             *([GradebookRow(book or Path(gradebook))] if record else [])]
         return grade_and_record(assignment, submission, replace(request, due=due), sinks, progress)
