@@ -21,6 +21,13 @@ MINI_COURSE = FIXTURES / "mini_course"
 FAULTS = FIXTURES / "faults"
 
 
+def copy_mini_course(target: Path) -> Path:
+    """A private copy of the tiny course at `target` (caches and grader state left out): the one way a
+    test gets a course it may change. `target` must not exist yet."""
+    shutil.copytree(MINI_COURSE, target, ignore=shutil.ignore_patterns("__pycache__", ".grade"))
+    return target
+
+
 # The lanes (README): the fast lane deselects these marks. A test that grades in a real
 # sandbox worker, or hands jobs to a grading pool, must say so with `sandbox` (or `ray`); the
 # guard below fails an unmarked one, so the fast lane never grades behind its own back. A start
@@ -69,9 +76,7 @@ def _grading_is_marked(request):
 @pytest.fixture
 def mini_course(tmp_path: Path) -> Path:
     """A private copy of the tiny course (so gradebooks and reports stay in tmp)."""
-    target = tmp_path / "course"
-    shutil.copytree(MINI_COURSE, target)
-    return target
+    return copy_mini_course(tmp_path / "course")
 
 
 @pytest.fixture(scope="session")

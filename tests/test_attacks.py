@@ -34,7 +34,7 @@ from grader.core.scoring import score
 from grader.pipeline.grading import GradeRequest, grade, open_submission
 from grader.sandbox.uids import DEFAULT_UID_RANGE
 from grader.storage.gradebook import Gradebook
-from tests.conftest import MINI_COURSE, grade_workspace, sandbox_start_s
+from tests.conftest import MINI_COURSE, copy_mini_course, grade_workspace, sandbox_start_s
 
 CORRECT_NORMALIZE = '''
 def normalize(x):
@@ -101,7 +101,7 @@ class Classroom:
 
     def __init__(self, root: Path):
         self.root = root / "course"
-        shutil.copytree(MINI_COURSE, self.root)
+        copy_mini_course(self.root)
         self.course = Course(self.root)
         self.gradebook = self.root / ".grade" / "gradebook.sqlite"
         self.victim = self._victim_record()

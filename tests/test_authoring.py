@@ -26,7 +26,7 @@ from grader.core.course import Course
 from grader.core.errors import GraderError, ReleaseLeak
 from grader.harness.reference import load_reference
 from grader.ship.release import release
-from tests.conftest import MINI_COURSE, ROOT, assignment_of
+from tests.conftest import ROOT, assignment_of, copy_mini_course
 
 NEW = "linear_attention"
 TASKS = ["feature_map", "linear_attention"]
@@ -300,7 +300,7 @@ def _alive(pid: int) -> bool:
 @pytest.mark.parametrize("how", [signal.SIGTERM, signal.SIGINT], ids=["sigterm", "ctrl-c"])
 def test_an_interrupted_validate_stops_at_once_and_leaves_no_process(tmp_path: Path, how):
     course = tmp_path / "course"
-    shutil.copytree(MINI_COURSE, course, ignore=shutil.ignore_patterns("__pycache__", ".grade"))
+    copy_mini_course(course)
     command = [sys.executable, "-m", "grader.cli", "--course", str(course), "validate", "mini", "--no-cache",
                "--jobs", "2"]
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,

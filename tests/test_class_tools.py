@@ -36,7 +36,7 @@ from grader.render.similarity import clusters, find_similar, instructor_sources,
 from grader.ship.release import find_leaks, release
 from grader.storage.gradebook import Gradebook
 from grader.storage.roster import read_roster, read_timestamps
-from tests.conftest import assignment_of
+from tests.conftest import assignment_of, copy_mini_course
 
 
 def invoke(*args: str):
@@ -46,7 +46,7 @@ def invoke(*args: str):
 @pytest.fixture
 def course(tmp_path: Path) -> Path:
     target = tmp_path / "course"
-    shutil.copytree(FIXTURE, target, ignore=shutil.ignore_patterns("__pycache__"))
+    copy_mini_course(target)
     return target
 
 

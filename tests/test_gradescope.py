@@ -39,7 +39,7 @@ from grader.ship.autograder import (
     pick_workspace,
     read_metadata,
 )
-from tests.conftest import ROOT, assignment_of
+from tests.conftest import ROOT, assignment_of, copy_mini_course
 
 PREFIX_BIN = Path(sys.prefix) / "bin"
 
@@ -201,7 +201,7 @@ def test_pick_workspace_finds_the_files_where_an_upload_put_them(tmp_path: Path)
 # --------------------------------------------------------------------- the bundle, run for real
 def course_copy(tmp_path: Path, visibility: str | None = "after_published") -> Path:
     target = tmp_path / "course"
-    shutil.copytree(FIXTURE, target, ignore=shutil.ignore_patterns("__pycache__", ".grade"))
+    copy_mini_course(target)
     if visibility:
         manifest = target / "assignments" / "mini" / "assignment.toml"
         manifest.write_text(manifest.read_text() + f'\n[gradescope]\nhidden_tests = "{visibility}"\n')

@@ -13,11 +13,10 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from class_builder import FIXTURE
 from click.testing import CliRunner
 
 from grader.cli.main import main
-from tests.conftest import ROOT
+from tests.conftest import ROOT, copy_mini_course
 
 CPU_INDEX = "--index-url https://download.pytorch.org/whl/cpu"
 STUB = """#!/bin/sh
@@ -89,7 +88,7 @@ def released_readme(course: Path, tmp_path: Path) -> tuple[str, str]:
 
 def test_a_bundles_readme_gives_a_student_the_commands_that_install_the_grader(tmp_path: Path):
     course = tmp_path / "course"
-    shutil.copytree(FIXTURE, course, ignore=shutil.ignore_patterns("__pycache__", ".grade"))
+    copy_mini_course(course)
     readme, said = released_readme(course, tmp_path)
     commands = bash_block(readme, "## Working from this folder")
     from grader import __version__
@@ -114,7 +113,7 @@ def test_a_bundles_readme_gives_a_student_the_commands_that_install_the_grader(t
 
 def test_a_release_install_that_is_not_one_command_is_refused(tmp_path: Path):
     course = tmp_path / "course"
-    shutil.copytree(FIXTURE, course, ignore=shutil.ignore_patterns("__pycache__", ".grade"))
+    copy_mini_course(course)
     (course / "course.toml").write_text('[release]\ninstall = "pip install a\\nrm -rf ~"\n')
     result = CliRunner().invoke(main, ["--course", str(course), "release", "mini", "--out", str(tmp_path / "o")])
     assert result.exit_code == 2 and "release.install must be one command line" in result.output

@@ -9,7 +9,6 @@ import io
 import json
 import pickle
 import re
-import shutil
 import sqlite3
 from concurrent.futures import Future
 from datetime import datetime, timedelta
@@ -24,7 +23,7 @@ from grader.core.due import OWN_DATE, DueDate
 from grader.pipeline.batch import run_batch
 from grader.pipeline.jobs import GradingJob, JobResult, run_job
 from grader.storage.gradebook import Gradebook
-from tests.conftest import FAULTS, MINI_COURSE, ROOT, assignment_of
+from tests.conftest import FAULTS, ROOT, assignment_of, copy_mini_course
 
 LATE = "2026-12-02T08:00:00+00:00"  # 20 h after the deadline: one started day, 25 % off
 
@@ -32,7 +31,7 @@ LATE = "2026-12-02T08:00:00+00:00"  # 20 h after the deadline: one started day, 
 @pytest.fixture
 def course(tmp_path: Path) -> Path:
     target = tmp_path / "course"
-    shutil.copytree(MINI_COURSE, target, ignore=shutil.ignore_patterns("__pycache__", ".grade"))
+    copy_mini_course(target)
     return target
 
 
