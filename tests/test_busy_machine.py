@@ -115,3 +115,18 @@ def test_a_loaded_machine_gets_the_verdicts_of_an_idle_one(tmp_path: Path):
     tasks = {t.task_id: t for t in crashed.score.tasks}
     assert tasks["normalize"].earned == tasks["normalize"].points  # the restarted worker answered in time
     assert tasks["quiz"].earned == tasks["quiz"].points
+
+
+@pytest.mark.slow  # starts a subprocess
+def test_the_lane_guard_notes_a_subprocess_the_suite_starts_and_not_one_a_library_starts():
+    """The guard that keeps the fast lane fast counts what a test's own code starts (a library's processes
+    start inside a sandbox worker or a pool, which it counts already)."""
+    import subprocess
+    import sys
+
+    noted = sys.modules["conftest"]._GRADING_STARTS  # the instance pytest loaded, whose guard runs
+    before = len(noted)
+    exec(compile("import subprocess\nsubprocess.run(['true'], check=True)\n", "/usr/lib/some_library.py", "exec"))
+    assert noted[before:] == []
+    subprocess.run(["true"], check=True)
+    assert noted[before:] == ["a subprocess"]

@@ -340,6 +340,7 @@ def test_stub_like_reference_functions_are_not_leaks():
 
 
 # --------------------------------------------------------------------- autograder
+@pytest.mark.slow  # starts a subprocess
 def test_gradescope_autograder_bundle(course: Path, tmp_path: Path):
     other = course / "reference" / "other"  # another assignment's reference must not ship
     other.mkdir()

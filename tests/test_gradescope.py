@@ -343,6 +343,7 @@ def test_run_autograder_writes_results_when_the_grader_itself_dies(tmp_path: Pat
                                                        "stopped unexpectedly (exit 1); tell the course staff."}
 
 
+@pytest.mark.slow  # starts a subprocess
 def test_the_bundle_scripts_and_their_limits(tmp_path: Path):
     course = course_copy(tmp_path)
     out = build_autograder(assignment_of(course, "mini"), tmp_path / "a.zip", timeout_minutes=DEFAULT_TIMEOUT_MINUTES)

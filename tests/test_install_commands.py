@@ -66,6 +66,7 @@ def test_the_readme_has_two_commands_and_ci_runs_its_test_command():
     assert " -m \"" not in tests and "--dist loadfile" in tests and "-n auto" in tests  # no lane chosen
 
 
+@pytest.mark.slow  # starts a subprocess
 @pytest.mark.parametrize("gpu", [None, False, True], ids=["no nvidia-smi", "no GPU", "a GPU"])
 def test_the_first_command_installs_the_cpu_build_of_torch_where_there_is_no_gpu(tmp_path: Path, gpu):
     install, _ = bash_block((ROOT / "README.md").read_text(), "## Two commands")
@@ -86,6 +87,7 @@ def released_readme(course: Path, tmp_path: Path) -> tuple[str, str]:
         return archive.read("mini/README.md").decode(), result.output
 
 
+@pytest.mark.slow  # starts a subprocess
 def test_a_bundles_readme_gives_a_student_the_commands_that_install_the_grader(tmp_path: Path):
     course = tmp_path / "course"
     copy_mini_course(course)
