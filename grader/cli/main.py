@@ -230,9 +230,8 @@ def check(course: Course, assignment: str | None, workspace: str | None, task_id
 
     ASSIGNMENT may be left out inside an unzipped bundle (or a course with one assignment)."""
     assigned = grading_assignment(course, course.default_assignment(assignment))
-    from grader.cli.console import print_check_summary, print_terminal
+    from grader.cli.console import check_exit_status, print_check_summary, print_terminal
     from grader.core.course import refuse_another_copy
-    from grader.core.records import FAILED, PENDING
     from grader.pipeline.grading import GradeRequest, open_submission
     from grader.pipeline.record import ResultsJson, grade_and_record
 
@@ -240,16 +239,14 @@ def check(course: Course, assignment: str | None, workspace: str | None, task_id
     submission = open_submission(assigned, workspace, student=SELF_CHECK_STUDENT)
     click.echo(f"checking {Path(submission.source).resolve()}: the public tests of {assigned.id} "
                f"from {course.describe()}")
-    result, _ = grade_and_record(assigned, submission, GradeRequest(mode="check", only_task=task_id, seed=seed))
+    result, said = grade_and_record(assigned, submission, GradeRequest(mode="check", only_task=task_id, seed=seed),
+                                    [ResultsJson(Path(json_path), assigned.manifest)] if json_path else [])
     print_terminal(result)
     print_check_summary(result)
-    if json_path:
-        from grader.pipeline.record import deliver
-
-        for line in deliver(result, submission, [ResultsJson(Path(json_path), assigned.manifest)]):
-            click.echo(line)
-    if any(o.status == FAILED for o in result.outcomes) or all(o.status == PENDING for o in result.outcomes):
-        sys.exit(1)  # exit 0 iff every selected public test ran and passed
+    for line in said:
+        click.echo(line)
+    if check_exit_status(result):
+        sys.exit(1)
 
 
 @main.command()
@@ -451,14 +448,9 @@ def validate(course: Course, assignment: str | None, jobs: int | None, seeds: in
                               use_cache=not no_cache, checks_only=checks_only)
     failures = 0
     for assignment_id in [assignment] if assignment else course.assignment_ids():
-        with ValidateOutput(assignment_id) as output:
-            try:
-                verdicts = run_validation(load_assignment(course, assignment_id), progress=output.verdict,
-                                          options=options, announce=output.announce)
-            except KeyboardInterrupt:  # Stopped by Ctrl-C or SIGTERM (GradeGroup): say so, then stop
-                output.interrupted()
-                raise
-            failures += output.summary(verdicts)
+        with ValidateOutput(assignment_id) as output:  # says so when stopped (Ctrl-C, SIGTERM)
+            failures += output.summary(run_validation(load_assignment(course, assignment_id), options=options,
+                                                      progress=output.verdict, announce=output.announce))
     if failures:
         raise click.ClickException(f"{failures} validation check(s) failed")
 
