@@ -405,7 +405,7 @@ def seeds_verdict(manifest: Manifest, groups: list[Group], seeds: tuple[int, ...
 
 
 # ------------------------------------------------------------------------------ running the gradings
-class _Intake:
+class _ValidateJobs:
     """The dispatcher's intake: a planned grading's workspace and job."""
 
     def __init__(self, assignment: Assignment, gradings: dict[str, Grading]):
@@ -422,7 +422,7 @@ class _Intake:
                           allow_weak_sandbox=True, mode="submit" if grading.suite == HIDDEN else "check")
 
 
-class _Recorder:
+class _ValidateOutcomes:
     """The dispatcher's recorder: each finished grading goes to `finished`."""
 
     def __init__(self, gradings: dict[str, Grading], finished: Callable[[Grading], None]):
@@ -462,8 +462,8 @@ def run_gradings(assignment: Assignment, todo: list[Grading], jobs: int,
         return
     gradings = {g.label: g for g in todo}
     executor = LocalProcessExecutor(min(jobs, len(todo)), assignment=assignment)
-    dispatcher = Dispatcher(executor, window=2 * executor.slots, intake=_Intake(assignment, gradings),
-                            recorder=_Recorder(gradings, finished))
+    dispatcher = Dispatcher(executor, window=2 * executor.slots, intake=_ValidateJobs(assignment, gradings),
+                            recorder=_ValidateOutcomes(gradings, finished))
     try:
         dispatcher.run(deque(Entry(g.label, g.workspace) for g in todo))
     except BaseException:  # stopped (Ctrl-C, SIGTERM): end the workers and their sandboxes now
