@@ -43,7 +43,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))
+sys.path[:0] = [str(ROOT / "tests"), str(ROOT)]  # class_builder, and tests.conftest it imports
 
 from class_builder import ASSIGNMENT, STUDENTS, build_class, write_student  # noqa: E402
 

@@ -42,10 +42,10 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from bench_batch import load, machine_ceiling  # noqa: E402
 
+from grader.authoring.workspaces import reference_workspace  # noqa: E402
 from grader.core.assignment import Assignment  # noqa: E402
 from grader.core.course import Course  # noqa: E402
 from grader.harness.reference import load_reference  # noqa: E402
-from grader.pipeline.workspaces import reference_workspace  # noqa: E402
 from grader.storage.gradebook import Gradebook  # noqa: E402
 
 FIXTURES = ROOT / "tests" / "fixtures"

@@ -144,10 +144,10 @@ def run_memory(assignment: str, env: dict, cpus: str | None, home: Path) -> tupl
 
 def autograder_home(assignment: str, folder: Path, mutant_id: str | None) -> Path:
     """An /autograder-like folder: the bundle unzipped, the reference (with a mutant) as the submission."""
+    from grader.authoring.validate import reference_workspace
     from grader.core.assignment import Assignment
     from grader.core.course import Course
     from grader.harness.reference import load_reference
-    from grader.pipeline.validate import reference_workspace
     from grader.ship.autograder import MAX_TIMEOUT_MINUTES, build_autograder
 
     assigned = Assignment.load(Course(ROOT), assignment)

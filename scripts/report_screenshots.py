@@ -16,12 +16,12 @@ import sys
 import tempfile
 from pathlib import Path
 
+from grader.authoring.validate import reference_workspace
 from grader.core.assignment import Assignment
 from grader.core.course import Course
 from grader.harness.reference import load_reference
 from grader.pipeline.grading import GradeRequest, grade, open_submission
 from grader.pipeline.record import HtmlReport
-from grader.pipeline.validate import reference_workspace
 from tests.browser import screenshot
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import time
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
+
+from tests.conftest import copy_mini_course
 
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "mini_course"
 ASSIGNMENT = "mini"
@@ -272,7 +273,7 @@ def write_student(folder: Path, student: Student) -> Path:
 def build_class(root: Path, students: list[Student] = STUDENTS) -> tuple[Path, Path]:
     """(course root, submissions folder)."""
     course = root / "course"
-    shutil.copytree(FIXTURE, course, ignore=shutil.ignore_patterns("__pycache__", ".grade"))
+    copy_mini_course(course)
     submissions = root / "submissions"
     submissions.mkdir()
     for student in students:

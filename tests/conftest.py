@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -21,30 +23,59 @@ MINI_COURSE = FIXTURES / "mini_course"
 FAULTS = FIXTURES / "faults"
 
 
+def copy_mini_course(target: Path) -> Path:
+    """A private copy of the tiny course at `target` (caches and grader state left out): the one way a
+    test gets a course it may change. `target` must not exist yet."""
+    shutil.copytree(MINI_COURSE, target, ignore=shutil.ignore_patterns("__pycache__", ".grade"))
+    return target
+
+
 # The lanes (README): the fast lane deselects these marks. A test that grades in a real
-# sandbox worker, or hands jobs to a grading pool, must say so with `sandbox` (or `ray`); the
-# guard below fails an unmarked one, so the fast lane never grades behind its own back. A start
-# inside a shared (module or session) fixture counts for the test whose setup built it.
+# sandbox worker, or hands jobs to a grading pool, must say so with `sandbox` (or `ray`), and one
+# whose own code starts a subprocess (a command, pip, a browser) with `slow` (or `browser`); the
+# guard below fails an unmarked one, so the fast lane never grades or waits on a process behind its
+# own back. A start inside a shared (module or session) fixture counts for the test whose setup
+# built it. The fast lane prints its slowest tests (FAST_LANE_DURATIONS), so the next slow one shows.
 FAST_LANE = "not sandbox and not browser and not slow and not ray"
+FAST_LANE_DURATIONS = 15
 _GRADING_STARTS: list[str] = []  # what this process started, in order
 _STARTS_BEFORE = pytest.StashKey[int]()
+_TESTS = Path(__file__).resolve().parent
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """The fast lane (`-m` FAST_LANE) lists its slowest tests unless --durations says otherwise."""
+    if config.getoption("markexpr", "") == FAST_LANE and not config.getoption("durations", None):
+        config.option.durations = FAST_LANE_DURATIONS
+
+
+def _started_by_a_test() -> bool:
+    """Whether the code starting a process now is the suite's own (a test or one of its helpers), not
+    the grader's or a library's (those start their processes inside what the guard already counts)."""
+    frame = sys._getframe(2)
+    while frame is not None and frame.f_code.co_filename == subprocess.__file__:
+        frame = frame.f_back
+    return frame is not None and Path(frame.f_code.co_filename).resolve().is_relative_to(_TESTS)
 
 
 @pytest.fixture(scope="session", autouse=True)
 def _note_grading_starts():
-    """Note every sandbox worker and grading pool this process starts, for the guard below."""
+    """Note every sandbox worker, grading pool and test-started subprocess of this process, for the guard."""
     from grader.pipeline.local_pool import LocalProcessExecutor
     from grader.sandbox.client import Sandbox
 
-    def noting(what: str, real):
+    def noting(what: str, real, when=lambda: True):
         def wrapper(self, *args, **kwargs):
-            _GRADING_STARTS.append(what)
+            if when():
+                _GRADING_STARTS.append(what)
             return real(self, *args, **kwargs)
         return wrapper
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(Sandbox, "start", noting("a sandbox worker", Sandbox.start))
         patch.setattr(LocalProcessExecutor, "submit", noting("a grading pool", LocalProcessExecutor.submit))
+        patch.setattr(subprocess.Popen, "__init__", noting("a subprocess", subprocess.Popen.__init__,
+                                                           _started_by_a_test))
         yield
 
 
@@ -58,20 +89,22 @@ def _grading_is_marked(request):
     """Fail a test that starts a sandbox worker or a grading pool in this process, in its body or
     in a fixture its setup built, without the `sandbox` mark (or `ray`, for Ray's executor)."""
     yield
-    if request.node.get_closest_marker("sandbox") or request.node.get_closest_marker("ray"):
+    if any(request.node.get_closest_marker(mark) for mark in ("sandbox", "ray")):
         return
     started = _GRADING_STARTS[request.node.stash.get(_STARTS_BEFORE, len(_GRADING_STARTS)):]
-    if started:
-        pytest.fail(f"this test starts {started[0]} but is not marked sandbox: mark it "
-                    f"(@pytest.mark.sandbox), so that the fast lane ({FAST_LANE!r}) stays fast", pytrace=False)
+    if started and started[0] == "a subprocess" and set(started) == {"a subprocess"}:
+        if not any(request.node.get_closest_marker(mark) for mark in ("slow", "browser")):
+            pytest.fail(f"this test starts a subprocess but is not marked slow: mark it (@pytest.mark.slow, or "
+                        f"browser for Chromium), so that the fast lane ({FAST_LANE!r}) stays fast", pytrace=False)
+    elif started:
+        pytest.fail(f"this test starts {next(s for s in started if s != 'a subprocess')} but is not marked sandbox: "
+                    f"mark it (@pytest.mark.sandbox), so that the fast lane ({FAST_LANE!r}) stays fast", pytrace=False)
 
 
 @pytest.fixture
 def mini_course(tmp_path: Path) -> Path:
     """A private copy of the tiny course (so gradebooks and reports stay in tmp)."""
-    target = tmp_path / "course"
-    shutil.copytree(MINI_COURSE, target)
-    return target
+    return copy_mini_course(tmp_path / "course")
 
 
 @pytest.fixture(scope="session")

@@ -109,9 +109,9 @@ def failing(run: dict) -> dict[str, dict]:
 
 def mutant_workspace(folder: Path, assignment_id: str, mutant: Mutant) -> Path:
     """`folder` as `grade validate` builds it for `mutant`: the reference with the mutant swapped in."""
+    from grader.authoring.validate import reference_workspace
     from grader.core.assignment import Assignment
     from grader.core.course import Course
-    from grader.pipeline.validate import reference_workspace
 
     return reference_workspace(Assignment.load(Course(ROOT), assignment_id), folder, mutant)
 

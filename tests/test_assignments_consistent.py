@@ -1,5 +1,5 @@
 """Every assignment of the course, and the grader's own test course, passes `grade validate`'s consistency
-checks (grader/pipeline/consistency.py): stubs, reference, tests, quiz, handout, lecture sections and the
+checks (grader/authoring/consistency.py): stubs, reference, tests, quiz, handout, lecture sections and the
 catalogue agree. One generic test, run on each assignment, instead of one hand-written copy of these
 checks per assignment."""
 
@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import pytest
 
+from grader.authoring.consistency import consistency_checks
 from grader.core.course import Course
 from grader.harness.reference import load_reference
-from grader.pipeline.consistency import consistency_checks
 from tests.conftest import MINI_COURSE, ROOT, assignment_of
 
 COURSE = Course(ROOT)

@@ -34,7 +34,7 @@ from grader.core.scoring import score
 from grader.pipeline.grading import GradeRequest, grade, open_submission
 from grader.sandbox.uids import DEFAULT_UID_RANGE
 from grader.storage.gradebook import Gradebook
-from tests.conftest import MINI_COURSE, grade_workspace, sandbox_start_s
+from tests.conftest import MINI_COURSE, copy_mini_course, grade_workspace, sandbox_start_s
 
 CORRECT_NORMALIZE = '''
 def normalize(x):
@@ -101,7 +101,7 @@ class Classroom:
 
     def __init__(self, root: Path):
         self.root = root / "course"
-        shutil.copytree(MINI_COURSE, self.root)
+        copy_mini_course(self.root)
         self.course = Course(self.root)
         self.gradebook = self.root / ".grade" / "gradebook.sqlite"
         self.victim = self._victim_record()
@@ -580,18 +580,28 @@ def test_the_worker_is_stopped_while_the_reference_is_timed(level: str) -> None:
         assert reply["value"] >= 0.45  # it did not run meanwhile
 
 
+@pytest.mark.slow
 def test_a_regular_install_ships_no_instructor_kernels(tmp_path) -> None:
-    """`pip install .` must not put kernels/ (the reference FlashAttention) where a worker imports from."""
+    """`pip install .` must not put course_kernels/ (the reference FlashAttention) where a worker imports from.
+
+    Built from a copy of the checkout in tmp_path: setuptools writes build/ and *.egg-info beside the
+    project it builds, and no test writes into the checkout."""
+    import shutil
     import subprocess
     import sys
     import zipfile
 
     from tests.conftest import ROOT
 
+    source = tmp_path / "source"
+    skipped = shutil.ignore_patterns(".*", "__pycache__", "build", "*.egg-info", "node_modules")
+    shutil.copytree(ROOT, source, ignore=lambda folder, names: set(skipped(folder, names)) | (
+        {"tests", "docs", "benchmarks"} & set(names) if Path(folder) == ROOT else set()))
     build = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation",
-                            "-w", str(tmp_path), str(ROOT)], capture_output=True, text=True, timeout=300)
+                            "-w", str(tmp_path / "wheel"), str(source)], capture_output=True, text=True, timeout=300)
     assert build.returncode == 0, build.stderr[-2000:]
-    (wheel,) = tmp_path.glob("*.whl")
+    assert (source / "course_kernels").is_dir()  # the copy holds the kernels: the wheel must leave them out
+    (wheel,) = (tmp_path / "wheel").glob("*.whl")
     tops = {name.split("/")[0] for name in zipfile.ZipFile(wheel).namelist()}
     assert "course_kernels" not in tops and "reference" not in tops and "grader" in tops
 

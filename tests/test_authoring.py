@@ -4,6 +4,7 @@ in seconds, or its gradings), while `grade release` refuses only what leaks the 
 
 from __future__ import annotations
 
+import ast
 import os
 import re
 import select
@@ -17,14 +18,15 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from grader.authoring.authored_source import is_stub, not_implemented_message
+from grader.authoring.scaffold import new_assignment
+from grader.authoring.validate import FIRST_SEED, PUBLIC_SUFFIX, ValidateOptions, validate
 from grader.cli.main import main
 from grader.core.course import Course
 from grader.core.errors import GraderError, ReleaseLeak
 from grader.harness.reference import load_reference
-from grader.pipeline.scaffold import new_assignment
-from grader.pipeline.validate import FIRST_SEED, PUBLIC_SUFFIX, ValidateOptions, validate
 from grader.ship.release import release
-from tests.conftest import MINI_COURSE, ROOT, assignment_of
+from tests.conftest import ROOT, assignment_of, copy_mini_course
 
 NEW = "linear_attention"
 TASKS = ["feature_map", "linear_attention"]
@@ -298,7 +300,7 @@ def _alive(pid: int) -> bool:
 @pytest.mark.parametrize("how", [signal.SIGTERM, signal.SIGINT], ids=["sigterm", "ctrl-c"])
 def test_an_interrupted_validate_stops_at_once_and_leaves_no_process(tmp_path: Path, how):
     course = tmp_path / "course"
-    shutil.copytree(MINI_COURSE, course, ignore=shutil.ignore_patterns("__pycache__", ".grade"))
+    copy_mini_course(course)
     command = [sys.executable, "-m", "grader.cli", "--course", str(course), "validate", "mini", "--no-cache",
                "--jobs", "2"]
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
@@ -331,8 +333,8 @@ def test_an_interrupted_validate_stops_at_once_and_leaves_no_process(tmp_path: P
 
 # ------------------------------------------------------------------ what a re-run grades again
 def _keys(course: Path, tmp: Path) -> dict[tuple[str, str, int], str]:
-    from grader.pipeline.validate import plan
-    from grader.pipeline.validate_cache import Fingerprints
+    from grader.authoring.validate import plan
+    from grader.authoring.validate_cache import Fingerprints
 
     assignment = assignment_of(course, NEW)
     _, mutants = load_reference(assignment)
@@ -403,3 +405,19 @@ def test_narrowing_to_a_task_or_mutant_that_does_not_exist_is_refused_before_any
         validate(assignment_of(course, NEW), options=ValidateOptions(tasks=("feature_mapp",)))
     with pytest.raises(UnknownTask, match="catalogue has no mutant nope .mutants: feature_map_wrong_axis, "):
         validate(assignment_of(course, NEW), options=ValidateOptions(mutant_ids=("nope",)))
+
+
+@pytest.mark.parametrize("body, stub, message", [
+    ('"""Doc."""\n    raise NotImplementedError("f: your code")', True, "f: your code"),
+    ("raise NotImplementedError", True, ""),
+    ("pass", True, None),
+    ("...", True, None),
+    ('"""Doc."""\n    raise NotImplementedError("f")\n    return x', False, "f"),  # a body after the raise
+    ('raise ValueError("NotImplementedError")', False, None),
+    ("return x * 2", False, None),
+])
+def test_the_one_stub_detector(body, stub, message):
+    """What the consistency checks, the release's blank-starter check and the leak check call a stub."""
+    node = ast.parse(f"def f(x):\n    {body}\n").body[0]
+    assert (is_stub(node), not_implemented_message(node)) == (stub, message)
+

@@ -9,7 +9,6 @@ from __future__ import annotations
 import ast
 import multiprocessing
 import os
-import shutil
 from pathlib import Path
 
 import pytest
@@ -17,7 +16,7 @@ import pytest
 from grader.core.compat import tomllib
 from grader.core.course import Course
 from grader.core.manifest import load_manifest
-from tests.conftest import FAULTS, FIXTURES, MINI_COURSE, ROOT, grade_workspace
+from tests.conftest import FAULTS, FIXTURES, ROOT, copy_mini_course, grade_workspace
 
 SHORTEST_WAIT_S = 60  # a test may wait less than this for nothing: a timeout, a join, an elapsed-time bound
 SHORTEST_CALL_TIMEOUT_S = 20  # a fixture course's call_timeout_s: a correct call on a busy machine fits
@@ -92,7 +91,7 @@ def test_a_loaded_machine_gets_the_verdicts_of_an_idle_one(tmp_path: Path):
     """Every core kept busy by two spinning processes, a correct submission, one that kills its
     worker (a restart and a fresh import under load) and a wrong one are graded as on an idle machine."""
     course = tmp_path / "course"
-    shutil.copytree(MINI_COURSE, course, ignore=shutil.ignore_patterns("__pycache__", ".grade"))
+    copy_mini_course(course)
     spinners = [multiprocessing.get_context("spawn").Process(target=_busy, daemon=True)
                 for _ in range(2 * (os.cpu_count() or 1))]
     for spinner in spinners:
@@ -116,3 +115,18 @@ def test_a_loaded_machine_gets_the_verdicts_of_an_idle_one(tmp_path: Path):
     tasks = {t.task_id: t for t in crashed.score.tasks}
     assert tasks["normalize"].earned == tasks["normalize"].points  # the restarted worker answered in time
     assert tasks["quiz"].earned == tasks["quiz"].points
+
+
+@pytest.mark.slow  # starts a subprocess
+def test_the_lane_guard_notes_a_subprocess_the_suite_starts_and_not_one_a_library_starts():
+    """The guard that keeps the fast lane fast counts what a test's own code starts (a library's processes
+    start inside a sandbox worker or a pool, which it counts already)."""
+    import subprocess
+    import sys
+
+    noted = sys.modules["conftest"]._GRADING_STARTS  # the instance pytest loaded, whose guard runs
+    before = len(noted)
+    exec(compile("import subprocess\nsubprocess.run(['true'], check=True)\n", "/usr/lib/some_library.py", "exec"))
+    assert noted[before:] == []
+    subprocess.run(["true"], check=True)
+    assert noted[before:] == ["a subprocess"]

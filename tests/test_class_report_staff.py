@@ -9,12 +9,10 @@ timeout...), so the page is checked in seconds.
 from __future__ import annotations
 
 import re
-import shutil
 from datetime import datetime
 from pathlib import Path
 
 import pytest
-from class_builder import FIXTURE
 from click.testing import CliRunner
 
 from grader.cli.main import main
@@ -26,7 +24,7 @@ from grader.intake.submission import Submission
 from grader.render.class_report import class_view_model
 from grader.storage.gradebook import Gradebook
 from tests.browser import chromium, render
-from tests.conftest import assignment_of, write_report
+from tests.conftest import assignment_of, copy_mini_course, write_report
 
 LAPTOP = (1366, 768)
 IMPORT_FAILED = "your module mini could not be imported, so {f} could not run: {why}"
@@ -35,7 +33,7 @@ IMPORT_FAILED = "your module mini could not be imported, so {f} could not run: {
 @pytest.fixture
 def course(tmp_path: Path) -> Path:
     target = tmp_path / "course"
-    shutil.copytree(FIXTURE, target, ignore=shutil.ignore_patterns("__pycache__", ".grade"))
+    copy_mini_course(target)
     return target
 
 

@@ -23,6 +23,7 @@ from class_builder import CORRECT_A, CORRECT_B, CORRECT_C, DISGUISED_A, FIXTURE,
 from click.testing import CliRunner
 
 from grader.cli.main import main
+from grader.core.course import Course
 from grader.core.errors import ClassDataError, ReleaseLeak
 from grader.core.manifest import load_manifest
 from grader.core.records import FAILED, PASSED, GradeResult, TestOutcome
@@ -35,7 +36,7 @@ from grader.render.similarity import clusters, find_similar, instructor_sources,
 from grader.ship.release import find_leaks, release
 from grader.storage.gradebook import Gradebook
 from grader.storage.roster import read_roster, read_timestamps
-from tests.conftest import assignment_of
+from tests.conftest import assignment_of, copy_mini_course
 
 
 def invoke(*args: str):
@@ -45,7 +46,7 @@ def invoke(*args: str):
 @pytest.fixture
 def course(tmp_path: Path) -> Path:
     target = tmp_path / "course"
-    shutil.copytree(FIXTURE, target, ignore=shutil.ignore_patterns("__pycache__"))
+    copy_mini_course(target)
     return target
 
 
@@ -126,7 +127,7 @@ def test_instructor_sources(course: Path):
     (extra / "tutorial_kernel.py").write_text(WRONG_AXIS)
     (course / "course_kernels").mkdir()
     (course / "course_kernels" / "flash.py").write_text(CORRECT_C)
-    sources = instructor_sources(course, "mini")
+    sources = instructor_sources(Course(course), "mini")
     assert sorted(sources) == ["course_kernels/flash.py", "reference/mini/mini.py",
                                "reference/mini/similarity_sources/tutorial_kernel.py"]  # no mutants.py
     found = {(m.a, m.b) for m in find_similar({"x": REFERENCE, "y": WRONG_AXIS, "z": CORRECT_B}, sources,
@@ -280,10 +281,14 @@ def test_release_bundle_zip_and_notebook(course: Path, tmp_path: Path):
     assert "grade check mini" in markdown[-1]
     assembled = modules_from_notebook(nbformat.writes(notebook).encode(), ("mini.py",))["mini.py"].decode()
     assert "def double" in assembled and "def normalize" in assembled
-    # the same folder always gives the same zip
+    # the same folder always gives the same zip, and a release again replaces each file whole (written beside
+    # it, then renamed: a new inode), never rewriting the file a reader may hold open
     first = (tmp_path / "out" / "mini.zip").read_bytes()
+    inodes = {name: (tmp_path / "out" / name).stat().st_ino for name in ("mini.zip", "mini.ipynb")}
     release(assignment_of(course, "mini"), tmp_path / "out")
     assert (tmp_path / "out" / "mini.zip").read_bytes() == first
+    assert all((tmp_path / "out" / name).stat().st_ino != inode for name, inode in inodes.items())
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["mini.ipynb", "mini.zip"]  # no temporary left
 
 
 def plant(course: Path, name: str, text: str | bytes) -> None:
@@ -335,6 +340,7 @@ def test_stub_like_reference_functions_are_not_leaks():
 
 
 # --------------------------------------------------------------------- autograder
+@pytest.mark.slow  # starts a subprocess
 def test_gradescope_autograder_bundle(course: Path, tmp_path: Path):
     other = course / "reference" / "other"  # another assignment's reference must not ship
     other.mkdir()
@@ -365,6 +371,11 @@ def test_gradescope_autograder_bundle(course: Path, tmp_path: Path):
     assert "download.pytorch.org/whl/cpu" in setup
     checked = subprocess.run(["bash", "-n", "-c", run], capture_output=True, text=True)
     assert checked.returncode == 0, checked.stderr
+    # built again: the same bytes, the file replaced whole (a new inode), nothing left beside it
+    first, inode = out.read_bytes(), out.stat().st_ino
+    assert invoke("--course", str(course), "autograder", "gradescope", "mini", "--out", str(out)).exit_code == 0
+    assert out.read_bytes() == first and out.stat().st_ino != inode
+    assert [p.name for p in out.parent.iterdir() if p.name.startswith(".autograder.zip.")] == []
 
 
 @pytest.mark.slow

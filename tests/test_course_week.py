@@ -20,7 +20,6 @@ from class_builder import (
     ANSWERS_RIGHT,
     CORRECT_A,
     CORRECT_C,
-    FIXTURE,
     FORBIDDEN,
     NO_SHIFT,
     ONE_DAY_LATE,
@@ -32,6 +31,7 @@ from process_tree import TreeRun, environment, grade_command, stop_and_check
 
 from grader.cli.main import main
 from grader.storage.gradebook import Gradebook
+from tests.conftest import copy_mini_course
 
 ON_TIME = "2026-12-01T11:00:00+00:00"
 
@@ -81,10 +81,9 @@ def tsv(output: str, title: str) -> dict[str, dict[str, str]]:
 @pytest.mark.sandbox
 @pytest.mark.slow
 def test_a_course_week(tmp_path: Path, monkeypatch):
-    import shutil
 
     course = tmp_path / "course"
-    shutil.copytree(FIXTURE, course, ignore=shutil.ignore_patterns("__pycache__", ".grade"))
+    copy_mini_course(course)
     gradebook = tmp_path / "gradebook.sqlite"
     monkeypatch.setenv("GRADE_STAFF", "ta-sam")
     runner = CliRunner()

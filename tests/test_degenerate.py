@@ -159,7 +159,7 @@ def test_a_submission_of_placeholders_earns_nothing_through_the_real_grader(tmp_
 @pytest.mark.slow
 @pytest.mark.parametrize("assignment_id", ["assignment1", "assignment2", "assignment3"])
 def test_validate_finds_no_hidden_test_that_a_placeholder_passes(assignment_id, monkeypatch):
-    from grader.pipeline.validate import degenerate_verdict
+    from grader.authoring.validate import degenerate_verdict
 
     if not torch.cuda.is_available():  # the reference's kernels answer for the placeholders here
         monkeypatch.setenv("TRITON_INTERPRET", "1")
@@ -170,7 +170,7 @@ def test_validate_finds_no_hidden_test_that_a_placeholder_passes(assignment_id, 
 
 def test_validate_names_a_test_that_a_placeholder_passes(tmp_path):
     """A hidden test whose only input makes the answer an input handed back is reported, with the fix."""
-    from grader.pipeline.validate import degenerate_verdict
+    from grader.authoring.validate import degenerate_verdict
 
     root = tmp_path / "course"
     shutil.copytree(ROOT / "assignments" / "assignment1", root / "assignments" / "assignment1")

@@ -39,7 +39,7 @@ from grader.ship.autograder import (
     pick_workspace,
     read_metadata,
 )
-from tests.conftest import ROOT, assignment_of
+from tests.conftest import ROOT, assignment_of, copy_mini_course
 
 PREFIX_BIN = Path(sys.prefix) / "bin"
 
@@ -201,7 +201,7 @@ def test_pick_workspace_finds_the_files_where_an_upload_put_them(tmp_path: Path)
 # --------------------------------------------------------------------- the bundle, run for real
 def course_copy(tmp_path: Path, visibility: str | None = "after_published") -> Path:
     target = tmp_path / "course"
-    shutil.copytree(FIXTURE, target, ignore=shutil.ignore_patterns("__pycache__", ".grade"))
+    copy_mini_course(target)
     if visibility:
         manifest = target / "assignments" / "mini" / "assignment.toml"
         manifest.write_text(manifest.read_text() + f'\n[gradescope]\nhidden_tests = "{visibility}"\n')
@@ -343,6 +343,7 @@ def test_run_autograder_writes_results_when_the_grader_itself_dies(tmp_path: Pat
                                                        "stopped unexpectedly (exit 1); tell the course staff."}
 
 
+@pytest.mark.slow  # starts a subprocess
 def test_the_bundle_scripts_and_their_limits(tmp_path: Path):
     course = course_copy(tmp_path)
     out = build_autograder(assignment_of(course, "mini"), tmp_path / "a.zip", timeout_minutes=DEFAULT_TIMEOUT_MINUTES)

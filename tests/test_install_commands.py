@@ -13,11 +13,10 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from class_builder import FIXTURE
 from click.testing import CliRunner
 
 from grader.cli.main import main
-from tests.conftest import ROOT
+from tests.conftest import ROOT, copy_mini_course
 
 CPU_INDEX = "--index-url https://download.pytorch.org/whl/cpu"
 STUB = """#!/bin/sh
@@ -84,6 +83,7 @@ def readme_checkout(tmp_path: Path) -> Path:
     return folder
 
 
+@pytest.mark.slow  # starts a subprocess
 @pytest.mark.parametrize(("gpu", "reachable"), [(None, True), (False, True), (True, True), (None, False)],
                          ids=["no nvidia-smi", "no GPU", "a GPU", "no GPU, CPU index unreachable"])
 def test_the_first_command_makes_a_venv_and_installs_the_cpu_build_of_torch_where_there_is_no_gpu(
@@ -104,6 +104,7 @@ def test_the_first_command_makes_a_venv_and_installs_the_cpu_build_of_torch_wher
         assert calls == [venv, has_torch, probe, grader, main_job]
 
 
+@pytest.mark.slow  # starts a subprocess
 def test_the_install_script_says_each_choice_in_one_line(tmp_path: Path):
     folder = readme_checkout(tmp_path)
     run_with_stubs("bash scripts/install.sh > said.txt", folder, gpu=False, reachable=False)
@@ -127,9 +128,10 @@ def released_readme(course: Path, tmp_path: Path) -> tuple[str, str]:
         return archive.read("mini/README.md").decode(), result.output
 
 
+@pytest.mark.slow  # starts a subprocess
 def test_a_bundles_readme_gives_a_student_the_commands_that_install_the_grader(tmp_path: Path):
     course = tmp_path / "course"
-    shutil.copytree(FIXTURE, course, ignore=shutil.ignore_patterns("__pycache__", ".grade"))
+    copy_mini_course(course)
     readme, said = released_readme(course, tmp_path)
     commands = bash_block(readme, "## Working from this folder")
     from grader import __version__
@@ -154,7 +156,7 @@ def test_a_bundles_readme_gives_a_student_the_commands_that_install_the_grader(t
 
 def test_a_release_install_that_is_not_one_command_is_refused(tmp_path: Path):
     course = tmp_path / "course"
-    shutil.copytree(FIXTURE, course, ignore=shutil.ignore_patterns("__pycache__", ".grade"))
+    copy_mini_course(course)
     (course / "course.toml").write_text('[release]\ninstall = "pip install a\\nrm -rf ~"\n')
     result = CliRunner().invoke(main, ["--course", str(course), "release", "mini", "--out", str(tmp_path / "o")])
     assert result.exit_code == 2 and "release.install must be one command line" in result.output

@@ -84,6 +84,7 @@ def test_each_hostile_submission_is_one_clear_error(folder: Path, student: str):
     assert "\n" not in message and len(message) < 400
 
 
+@pytest.mark.slow  # starts a subprocess
 def test_an_encrypted_zip_made_by_the_zip_tool(folder: Path):
     if shutil.which("zip") is None:
         pytest.skip("the zip tool is not installed")

@@ -136,6 +136,7 @@ def test_native_kernel_matches_torch(native, case):
     assert result["ok"], result["error"]
 
 
+@pytest.mark.slow  # starts a subprocess
 def test_benchmark_without_a_gpu_says_so():
     if torch.cuda.is_available():
         pytest.skip("a CUDA device is present: the benchmark would run for minutes")

@@ -12,6 +12,7 @@ from datetime import datetime, timedelta
 
 import pytest
 
+from grader.core.compat import NoTimeZone, parse_zoned
 from grader.core.due import DueDate
 from grader.core.errors import StaffActionRefused
 from grader.core.manifest import parse_manifest
@@ -127,3 +128,16 @@ def test_scores_with_overrides_round_trip_and_old_records_still_load():
     assert GradeResult.from_dict(data) == result
     data.pop("fingerprint")
     assert GradeResult.from_dict(data).fingerprint == ""
+
+
+@pytest.mark.parametrize("text, error", [
+    ("2026-12-14T23:59:00+01:00", None), ("2026-12-14T23:59:00Z", None),
+    ("2026-12-14T23:59:00", NoTimeZone), ("yesterday", ValueError),
+])
+def test_the_one_parser_of_given_dates_wants_a_time_zone(text, error):
+    if error is None:
+        assert parse_zoned(text).utcoffset() is not None
+    else:
+        with pytest.raises(error) as caught:
+            parse_zoned(text)
+        assert (type(caught.value) is NoTimeZone) == (error is NoTimeZone)

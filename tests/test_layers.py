@@ -18,7 +18,7 @@ from tests.conftest import ROOT
 
 # Lowest first. The sandbox is the bottom layer: it is the one part copied into the
 # worker, so it may import nothing of the grader outside itself (stdlib and torch only).
-LAYERS = ("sandbox", "core", "intake", "harness", "storage", "render", "pipeline", "ship", "cli")
+LAYERS = ("sandbox", "core", "intake", "harness", "storage", "render", "pipeline", "authoring", "ship", "cli")
 GRADER = ROOT / "grader"
 MODULE_LINES = 600  # a longer module says at its top why it is one module (SIZE_REASON)
 SIZE_REASON = "# One module because"
@@ -150,6 +150,28 @@ def long_modules(root: Path) -> list[str]:
     return found
 
 
+ONE_GRADING_PATH = "grader.pipeline.record"  # grade_and_record: every grade goes through it (docs/ARCHITECTURE.md)
+
+
+def grade_callers(root: Path) -> list[str]:
+    """Modules other than ONE_GRADING_PATH that reach grading.grade themselves (by importing the name, or
+    as `grading.grade`), so that a grade would bypass the sinks grade_and_record delivers to."""
+    found = []
+    for name, path in _modules(root).items():
+        if name in (ONE_GRADING_PATH, "grader.pipeline.grading"):
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        attribute = any(isinstance(node, ast.Attribute) and node.attr == "grade" and isinstance(node.value, ast.Name)
+                        and node.value.id == "grading" for node in ast.walk(tree))
+        if "grader.pipeline.grading.grade" in _imports(root, path) or attribute:
+            found.append(name)
+    return sorted(found)
+
+
+def test_every_grade_goes_through_grade_and_record():
+    assert grade_callers(ROOT) == []
+
+
 def test_every_module_lives_in_a_layer():
     loose = [p.name for p in GRADER.glob("*.py") if p.name != "__init__.py"]
     assert loose == [], f"modules outside the layer packages: {loose}"
@@ -217,3 +239,12 @@ def test_the_check_sees_a_long_module_without_a_reason(grader_copy):
     (core / "planted_long.py").write_text('"""Many values."""\n' + body)
     (core / "planted_reasoned.py").write_text(f'"""Many values."""\n{SIZE_REASON} the table is one.\n' + body)
     assert long_modules(grader_copy) == [f"grader/core/planted_long.py: {MODULE_LINES + 2} lines"]
+
+
+def test_the_check_sees_a_grade_outside_the_one_path(grader_copy):
+    ship = grader_copy / "grader" / "ship"
+    (ship / "planted.py").write_text("def run(a, s, r):\n    from grader.pipeline.grading import grade\n"
+                                     "    return grade(a, s, r)\n")
+    (ship / "planted_too.py").write_text("from grader.pipeline import grading\n\n\ndef run(a, s, r):\n"
+                                         "    return grading.grade(a, s, r)\n")
+    assert grade_callers(grader_copy) == ["grader.ship.planted", "grader.ship.planted_too"]

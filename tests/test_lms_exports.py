@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import csv
 import io
-import shutil
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -26,6 +25,7 @@ from grader.core.records import FAILED, PASSED, GradeResult, TestOutcome
 from grader.core.scoring import score
 from grader.intake.submission import Submission
 from grader.storage.gradebook import Gradebook
+from tests.conftest import copy_mini_course
 
 MANIFEST = load_manifest(FIXTURE / "assignments" / "mini" / "assignment.toml")
 
@@ -33,7 +33,7 @@ MANIFEST = load_manifest(FIXTURE / "assignments" / "mini" / "assignment.toml")
 @pytest.fixture
 def course(tmp_path: Path) -> Path:
     target = tmp_path / "course"
-    shutil.copytree(FIXTURE, target, ignore=shutil.ignore_patterns("__pycache__", ".grade"))
+    copy_mini_course(target)
     return target
 
 

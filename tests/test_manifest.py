@@ -103,3 +103,10 @@ def test_bad_requires_uses_and_forbidden_are_explained(task, words):
     with pytest.raises(ManifestError) as info:
         parse_manifest({"id": "x", "tasks": [task, {"id": "b", "points": 1, "functions": ["g"]}]})
     assert words in str(info.value)
+
+
+def test_has_timing_task_is_read_from_the_tasks():
+    course = Course(ROOT)
+    timed = {aid: load_manifest(course.assignment_dir(aid) / "assignment.toml").has_timing_task
+             for aid in ("assignment1", "assignment3")}
+    assert timed == {"assignment1": False, "assignment3": True}

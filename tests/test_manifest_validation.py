@@ -8,7 +8,6 @@ test here writes the slip into a real assignment.toml of a copy of the tiny cour
 from __future__ import annotations
 
 import re
-import shutil
 from pathlib import Path
 
 import pytest
@@ -17,7 +16,7 @@ from click.testing import CliRunner
 from grader.cli.main import main
 from grader.core.errors import ManifestError
 from grader.core.manifest import load_manifest, parse_manifest
-from tests.conftest import MINI_COURSE
+from tests.conftest import copy_mini_course
 
 GOOD_TASK = {"id": "a", "points": 10, "functions": ["f"]}
 
@@ -125,7 +124,7 @@ def test_the_shipped_manifests_still_load_unchanged():
 ])
 def test_grade_submit_refuses_a_broken_manifest_before_grading(tmp_path: Path, slip: str, words: str):
     course = tmp_path / "course"
-    shutil.copytree(MINI_COURSE, course, ignore=shutil.ignore_patterns("__pycache__", ".grade"))
+    copy_mini_course(course)
     manifest = course / "assignments" / "mini" / "assignment.toml"
     text = manifest.read_text()
     assert slip in text

@@ -5,17 +5,17 @@ graded for real through the CLI."""
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import nbformat
 import pytest
-from class_builder import ANSWERS_RIGHT, CORRECT_A, FIXTURE
+from class_builder import ANSWERS_RIGHT, CORRECT_A
 from click.testing import CliRunner
 
 from grader.cli.main import main
 from grader.intake.notebook import ANSWERS_TAG, answers_from_notebook, assemble_source
 from grader.intake.submission import load_submission
+from tests.conftest import copy_mini_course
 
 v4 = nbformat.v4
 
@@ -63,7 +63,7 @@ def test_a_notebook_submission_holds_answers_toml(tmp_path: Path):
 @pytest.mark.slow
 def test_the_released_notebook_filled_in_earns_full_marks(tmp_path: Path):
     course = tmp_path / "course"
-    shutil.copytree(FIXTURE, course, ignore=shutil.ignore_patterns("__pycache__", ".grade"))
+    copy_mini_course(course)
     runner = CliRunner()
     released = runner.invoke(main, ["--course", str(course), "release", "mini", "--out", str(tmp_path / "out")])
     assert released.exit_code == 0, released.output

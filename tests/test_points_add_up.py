@@ -21,9 +21,9 @@ from pathlib import Path
 
 import pytest
 
+from grader.authoring.validate import reference_answers, reference_workspace
 from grader.core.course import Course
 from grader.core.manifest import load_manifest
-from grader.pipeline.validate import reference_answers, reference_workspace
 from tests.browser import chromium, render
 from tests.conftest import ROOT, assignment_of
 

@@ -16,7 +16,7 @@ from grader.core.settings import SandboxSettings, load_settings, parse_level
 from grader.pipeline.policy import refusal
 from grader.sandbox.isolation import Isolation
 from grader.storage.gradebook import Gradebook
-from tests.conftest import MINI_COURSE, ROOT
+from tests.conftest import ROOT, copy_mini_course
 
 FULL = ("process", "uid", "landlock", "seccomp", "reaper")
 
@@ -62,7 +62,7 @@ def test_course_settings_are_read(tmp_path):
 def course(tmp_path) -> Path:
     """A copy of the tiny course whose reference/mini also holds the quiz answers."""
     root = tmp_path / "course"
-    shutil.copytree(MINI_COURSE, root)
+    copy_mini_course(root)
     (root / "reference" / "mini" / "answers.toml").write_text("row_sum = 1\nratio = 1.43\n")
     return root
 

@@ -8,7 +8,6 @@ import io
 import os
 import re
 import select
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -19,7 +18,7 @@ from rich.console import Console
 
 from grader.cli.console import ActivityProgress, RichProgress
 from grader.pipeline.batch import BatchSummary
-from tests.conftest import FAULTS, MINI_COURSE
+from tests.conftest import FAULTS, copy_mini_course
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[a-zA-Z]")
 
@@ -80,7 +79,7 @@ def test_progress_draws_on_a_terminal_console_and_nothing_elsewhere():
 @pytest.fixture
 def course(tmp_path: Path) -> Path:
     target = tmp_path / "course"
-    shutil.copytree(MINI_COURSE, target, ignore=shutil.ignore_patterns("__pycache__", ".grade"))
+    copy_mini_course(target)
     return target
 
 

@@ -37,7 +37,7 @@ from grader.render.results import gradescope_results
 from grader.ship.release import find_leaks
 from grader.storage.gradebook import Gradebook
 from grader.storage.roster import read_roster, read_timestamps
-from tests.conftest import FAULTS, ROOT, assignment_of
+from tests.conftest import FAULTS, ROOT, assignment_of, copy_mini_course
 
 CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 RULE = ("ids are used as folder names and gradebook keys, so use 1 to 64 letters, digits and . _ - @ +, "
@@ -246,7 +246,7 @@ def tomllib_load(path: Path) -> dict:
 
 def mini_course_copy(tmp_path: Path) -> Path:
     target = tmp_path / "mini_course"
-    shutil.copytree(FIXTURE, target, ignore=shutil.ignore_patterns("__pycache__", ".grade"))
+    copy_mini_course(target)
     return target
 
 

@@ -16,13 +16,11 @@ axe-core comes from npm (`npm ci` at the course root; package.json pins it; .ci/
 from __future__ import annotations
 
 import re
-import shutil
 import tempfile
 from datetime import datetime
 from pathlib import Path
 
 import pytest
-from class_builder import FIXTURE
 from click.testing import CliRunner
 
 from grader.cli.main import main
@@ -34,7 +32,7 @@ from grader.pipeline.grading import GradeRequest, grade, open_submission
 from grader.render.report import DIFFERENCE_CMAP, VALUES_CMAP, largest_differences
 from grader.storage.gradebook import Gradebook
 from tests.browser import AXE_MISSING, audit, axe_core, chromium, violations_text
-from tests.conftest import ROOT, write_report
+from tests.conftest import ROOT, copy_mini_course, write_report
 
 NO_BROWSER = pytest.mark.skipif(chromium() is None, reason="no Chromium installed (apt-get install chromium)")
 NO_AXE = pytest.mark.skipif(axe_core() is None, reason=AXE_MISSING)
@@ -108,7 +106,7 @@ def class_report(tmp_path: Path) -> Path:
     from test_class_report_staff import outcome, record_all, result, the_class
 
     course = tmp_path / "course"
-    shutil.copytree(FIXTURE, course, ignore=shutil.ignore_patterns("__pycache__", ".grade"))
+    copy_mini_course(course)
     gradebook = tmp_path / "gb.sqlite"
     timing = {"ratio": 1.4, "verified": True, "student": {"median_ms": 0.52}, "student_tflops": 3.1,
               "reference_tflops": 4.2, "environment": {"gpu": "NVIDIA H100"}}

@@ -252,6 +252,7 @@ print(seen)
 '''
 
 
+@pytest.mark.slow  # starts a subprocess
 def test_a_fresh_tmp_keeps_the_read_only_folders_bubblewrap_bound_below_it(tmp_path):
     """A worker's fresh /tmp drops what others left there but keeps each read-only bind bubblewrap
     made below it (an interpreter in a virtual environment under /tmp), still read-only."""

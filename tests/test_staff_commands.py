@@ -9,7 +9,6 @@ import io
 import json
 import pickle
 import re
-import shutil
 import sqlite3
 from concurrent.futures import Future
 from datetime import datetime, timedelta
@@ -24,7 +23,7 @@ from grader.core.due import OWN_DATE, DueDate
 from grader.pipeline.batch import run_batch
 from grader.pipeline.jobs import GradingJob, JobResult, run_job
 from grader.storage.gradebook import Gradebook
-from tests.conftest import FAULTS, MINI_COURSE, ROOT, assignment_of
+from tests.conftest import FAULTS, ROOT, assignment_of, copy_mini_course
 
 LATE = "2026-12-02T08:00:00+00:00"  # 20 h after the deadline: one started day, 25 % off
 
@@ -32,7 +31,7 @@ LATE = "2026-12-02T08:00:00+00:00"  # 20 h after the deadline: one started day, 
 @pytest.fixture
 def course(tmp_path: Path) -> Path:
     target = tmp_path / "course"
-    shutil.copytree(MINI_COURSE, target, ignore=shutil.ignore_patterns("__pycache__", ".grade"))
+    copy_mini_course(target)
     return target
 
 
@@ -190,7 +189,7 @@ def test_batch_jobs_carry_each_students_extension_to_the_late_policy(tmp_path: P
     jobs = {job.student: job for job in executor.jobs}
     assert jobs["s24"].due.extension == timedelta(days=1.5) and jobs["s24"].due.extension_from == "the roster"
     assert jobs["s24"].due.deadline == assignment_of(course_dir, ASSIGNMENT).manifest.deadline
-    assert jobs["s20"].due is None  # no extension: the manifest's due date
+    assert jobs["s20"].due == assignment_of(course_dir, ASSIGNMENT).due_date  # no extension: the manifest's
     assert latest["s24"].result.score.late_days == 0  # 20 h late, 36 h more: on time
     assert latest["s24"].total == pytest.approx(BY_ID["s24"].expected_total / 0.75, abs=1e-2)
     assert latest["s24"].result.score.extension_s == 1.5 * 86400

@@ -10,7 +10,6 @@ bounds are generous (a busy machine is slow); what is checked is that nothing is
 
 from __future__ import annotations
 
-import shutil
 import signal
 from pathlib import Path
 
@@ -18,13 +17,13 @@ import pytest
 from class_builder import build_class
 from process_tree import TreeRun, environment, grade_command, stop_and_check
 
-from tests.conftest import MINI_COURSE
+from tests.conftest import copy_mini_course
 
 
 @pytest.fixture
 def course(tmp_path: Path) -> Path:
     target = tmp_path / "course"
-    shutil.copytree(MINI_COURSE, target, ignore=shutil.ignore_patterns("__pycache__", ".grade"))
+    copy_mini_course(target)
     return target
 
 

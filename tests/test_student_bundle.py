@@ -26,7 +26,7 @@ from grader.core.course import ENGINE_ROOT, Course, find_course, owner_of_tests
 from grader.core.errors import CourseNotFound, UnknownAssignment
 from grader.core.manifest import load_manifest
 from grader.ship.release import pristine_problems
-from tests.conftest import ROOT
+from tests.conftest import ROOT, copy_mini_course
 
 GRADE = shutil.which("grade", path=str(Path(sys.executable).parent)) or shutil.which("grade")
 
@@ -40,7 +40,7 @@ def run(command: list[str], cwd: Path, timeout: int = 300) -> subprocess.Complet
 
 def course_copy(tmp_path: Path) -> Path:
     target = tmp_path / "course"
-    shutil.copytree(FIXTURE, target, ignore=shutil.ignore_patterns("__pycache__", ".grade"))
+    copy_mini_course(target)
     return target
 
 

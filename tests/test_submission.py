@@ -10,6 +10,7 @@ import pytest
 from grader.core.errors import SubmissionError
 from grader.intake.notebook import assemble_source
 from grader.intake.submission import load_submission
+from tests.conftest import copy_mini_course
 
 
 def test_folder_skips_caches(tmp_path):
@@ -149,14 +150,13 @@ def test_two_folders_that_hold_the_files_are_a_problem_not_a_guess(tmp_path):
 
 def test_a_batch_records_a_hand_in_without_the_files_as_its_problem(tmp_path):
     """Not an official 0: the entry's batch error names what it holds, and a rerun retries it."""
-    import shutil
 
     from grader.pipeline.batch import run_batch
     from grader.storage.gradebook import Gradebook
-    from tests.conftest import MINI_COURSE, assignment_of
+    from tests.conftest import assignment_of
 
     course = tmp_path / "course"
-    shutil.copytree(MINI_COURSE, course)
+    copy_mini_course(course)
     submissions = tmp_path / "class"
     (submissions / "s017" / "work").mkdir(parents=True)
     (submissions / "s017" / "work" / "attention.py").write_text("x = 1\n")

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from grader.authoring.validate import PUBLIC_SUFFIX, reference_answers, validate
 from grader.core.course import Course
-from grader.pipeline.validate import PUBLIC_SUFFIX, reference_answers, validate
 from tests.conftest import assignment_of, grade_workspace
 
 

@@ -167,9 +167,9 @@ def helper_module(entry: Entry, sources: Path) -> str:
 def build_workspace(entry: Entry, sources: Path, folder: Path) -> Path:
     """The reference as a workspace, the helper module beside it, the wrapper appended to the module
     that defines each provided function, and the course's names bound to the wrapper's."""
+    from grader.authoring.validate import defining_file, reference_workspace
     from grader.core.assignment import Assignment
     from grader.core.course import Course
-    from grader.pipeline.validate import defining_file, reference_workspace
 
     course = Course(ROOT)
     assignment = Assignment.load(course, entry.assignment)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from grader.core.records import PENDING, GradeResult
+from grader.core.records import FAILED, PENDING, GradeResult
 from grader.core.text import printable
 from grader.pipeline.batch import BatchSummary
 from grader.render.presentation import (
@@ -124,6 +124,13 @@ CHECK_CANNOT = ("What it cannot tell: your grade. grade submit runs the hidden t
                 "more inputs), marks the quiz, and names the most likely mistake behind a failure with the "
                 "lecture section on it; the hidden tests, the quiz key and that catalogue of mistakes are "
                 "the instructors'.")
+
+
+def check_exit_status(result: GradeResult) -> int:
+    """`grade check`'s exit status: 0 iff no selected public test failed and at least one ran."""
+    if any(o.status == FAILED for o in result.outcomes) or all(o.status == PENDING for o in result.outcomes):
+        return 1
+    return 0
 
 
 def print_check_summary(result: GradeResult, console=None) -> None:
@@ -408,8 +415,10 @@ class ValidateOutput:
         self.activity.step("consistency checks")
         return self
 
-    def __exit__(self, *exc) -> None:
-        self.activity.__exit__(*exc)
+    def __exit__(self, kind, value, traceback) -> None:
+        self.activity.__exit__(kind, value, traceback)
+        if kind is not None and issubclass(kind, KeyboardInterrupt):  # Ctrl-C or SIGTERM (GradeGroup): say so
+            self.interrupted()
 
     def verdict(self, verdict) -> None:
         from rich.markup import escape

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import click
 
-from grader.core.compat import parse_iso
+from grader.core.compat import NoTimeZone, parse_zoned
 from grader.core.course import Course, find_course
 from grader.core.errors import GraderError, SandboxRefused
 from grader.core.text import one_line
@@ -107,12 +107,11 @@ def iso_datetime(_ctx, _param, value: str | None) -> datetime | None:
     if value is None:
         return None
     try:
-        parsed = parse_iso(value)
+        return parse_zoned(value)
+    except NoTimeZone as exc:
+        raise click.BadParameter("give a time zone, e.g. 2026-12-14T23:59:00+00:00") from exc
     except ValueError as exc:
         raise click.BadParameter(f"not an ISO 8601 date-time: {value!r}") from exc
-    if parsed.tzinfo is None:
-        raise click.BadParameter("give a time zone, e.g. 2026-12-14T23:59:00+00:00")
-    return parsed
 
 
 pass_course = click.make_pass_decorator(Course)
@@ -231,9 +230,8 @@ def check(course: Course, assignment: str | None, workspace: str | None, task_id
 
     ASSIGNMENT may be left out inside an unzipped bundle (or a course with one assignment)."""
     assigned = grading_assignment(course, course.default_assignment(assignment))
-    from grader.cli.console import print_check_summary, print_terminal
+    from grader.cli.console import check_exit_status, print_check_summary, print_terminal
     from grader.core.course import refuse_another_copy
-    from grader.core.records import FAILED, PENDING
     from grader.pipeline.grading import GradeRequest, open_submission
     from grader.pipeline.record import ResultsJson, grade_and_record
 
@@ -241,16 +239,14 @@ def check(course: Course, assignment: str | None, workspace: str | None, task_id
     submission = open_submission(assigned, workspace, student=SELF_CHECK_STUDENT)
     click.echo(f"checking {Path(submission.source).resolve()}: the public tests of {assigned.id} "
                f"from {course.describe()}")
-    result, _ = grade_and_record(assigned, submission, GradeRequest(mode="check", only_task=task_id, seed=seed))
+    result, said = grade_and_record(assigned, submission, GradeRequest(mode="check", only_task=task_id, seed=seed),
+                                    [ResultsJson(Path(json_path), assigned.manifest)] if json_path else [])
     print_terminal(result)
     print_check_summary(result)
-    if json_path:
-        from grader.pipeline.record import deliver
-
-        for line in deliver(result, submission, [ResultsJson(Path(json_path), assigned.manifest)]):
-            click.echo(line)
-    if any(o.status == FAILED for o in result.outcomes) or all(o.status == PENDING for o in result.outcomes):
-        sys.exit(1)  # exit 0 iff every selected public test ran and passed
+    for line in said:
+        click.echo(line)
+    if check_exit_status(result):
+        sys.exit(1)
 
 
 @main.command()
@@ -286,28 +282,18 @@ def submit(course: Course, assignment: str, workspace: str | None, student: str 
         check_student_id(student, "--student", fix="pass the student's id")
     assigned = grading_assignment(course, assignment)
     from grader.cli.console import ActivityProgress, print_terminal
-    from grader.pipeline.grading import GradeRequest, grade, open_submission
-    from grader.pipeline.record import GradebookRow, HtmlReport, ResultsJson, deliver
-    from grader.pipeline.staff import recorded_due_date
-    from grader.storage.gradebook import Gradebook
+    from grader.pipeline.grading import GradeRequest, open_submission
+    from grader.pipeline.record import submit_and_record
 
     submission = open_submission(assigned, workspace, student=student, submitted_at=submitted_at)
-    html = Path(html_path) if html_path else course.report_path(submission.student, assignment)
-    book_path = course.gradebook_path(gradebook_path)
-    request = GradeRequest(mode="submit", seed=seed, timing_device=timing_device,
-                           allow_weak_sandbox=allow_weak_sandbox, protected=(str(book_path), str(html)),
-                           due=recorded_due_date(book_path, submission.student, assigned))
+    request = GradeRequest(mode="submit", seed=seed, timing_device=timing_device, allow_weak_sandbox=allow_weak_sandbox)
     with ActivityProgress(f"grading {assignment} for {submission.student}") as activity:
-        result = grade(assigned, submission, request, progress=activity)
+        result, said = submit_and_record(
+            assigned, submission, request, progress=activity, record=not no_record,
+            report=Path(html_path) if html_path else course.report_path(submission.student, assignment),
+            gradebook=course.gradebook_path(gradebook_path), results=Path(json_path) if json_path else None)
     print_terminal(result)
-    sinks = [*([ResultsJson(Path(json_path), assigned.manifest)] if json_path else []),
-             HtmlReport(html, course.templates_dir)]
-    for line in deliver(result, submission, sinks):
-        click.echo(line)
-    if not no_record:
-        with Gradebook(book_path) as book:
-            for line in deliver(result, submission, [GradebookRow(book)]):
-                click.echo(line)
+    click.echo("\n".join(said))
 
 
 # ------------------------------------------------------------------ running a class
@@ -428,7 +414,7 @@ def release(course: Course, assignment: str, out: str | None) -> None:
 @library_errors
 def new(course: Course, assignment: str, tasks: str, module: str | None, title: str | None) -> None:
     """Write a new assignment that grade validate accepts as it stands (docs/AUTHORING.md)."""
-    from grader.pipeline.scaffold import new_assignment
+    from grader.authoring.scaffold import new_assignment
 
     made = new_assignment(course, assignment, [t.strip() for t in tasks.split(",") if t.strip()], module, title)
     click.echo("\n".join([*(f"  {name}" for name in made.files), f"{assignment}: {len(made.files)} files written. "
@@ -451,9 +437,9 @@ def validate(course: Course, assignment: str | None, jobs: int | None, seeds: in
              mutant_ids: tuple[str, ...], no_cache: bool, checks_only: bool) -> None:
     """Instructor self-test: consistency checks, then reference full marks, stubs zero, every mutant caught and
     diagnosed, no hidden test passed by a placeholder or depending on the seed (docs/AUTHORING.md)."""
+    from grader.authoring.validate import DEFAULT_SEEDS, ValidateOptions
+    from grader.authoring.validate import validate as run_validation
     from grader.cli.console import ValidateOutput
-    from grader.pipeline.validate import DEFAULT_SEEDS, ValidateOptions
-    from grader.pipeline.validate import validate as run_validation
 
     interpret_kernels_without_gpu()
     if (tasks or mutant_ids) and not assignment:
@@ -462,14 +448,9 @@ def validate(course: Course, assignment: str | None, jobs: int | None, seeds: in
                               use_cache=not no_cache, checks_only=checks_only)
     failures = 0
     for assignment_id in [assignment] if assignment else course.assignment_ids():
-        with ValidateOutput(assignment_id) as output:
-            try:
-                verdicts = run_validation(load_assignment(course, assignment_id), progress=output.verdict,
-                                          options=options, announce=output.announce)
-            except KeyboardInterrupt:  # Stopped by Ctrl-C or SIGTERM (GradeGroup): say so, then stop
-                output.interrupted()
-                raise
-            failures += output.summary(verdicts)
+        with ValidateOutput(assignment_id) as output:  # says so when stopped (Ctrl-C, SIGTERM)
+            failures += output.summary(run_validation(load_assignment(course, assignment_id), options=options,
+                                                      progress=output.verdict, announce=output.announce))
     if failures:
         raise click.ClickException(f"{failures} validation check(s) failed")
 

@@ -92,4 +92,4 @@ class Assignment:
     @property
     def due_date(self) -> DueDate:
         """The manifest's due date, before any student's extension."""
-        return DueDate(deadline=self.manifest.deadline)
+        return self.manifest.due_date

@@ -43,6 +43,20 @@ def parse_iso(text: str) -> datetime:
     return datetime.fromisoformat(text)
 
 
+class NoTimeZone(ValueError):
+    """A date-time without a time zone: ambiguous, so the grader never guesses one."""
+
+
+def parse_zoned(text: str) -> datetime:
+    """An ISO 8601 date-time with its time zone (the one parser of the dates people give the grader:
+    options, timestamps.csv, Gradescope's metadata). ValueError when `text` is no date-time,
+    NoTimeZone (a ValueError) when it has no zone; each caller words the message for its reader."""
+    parsed = parse_iso(text)
+    if parsed.tzinfo is None:
+        raise NoTimeZone(text)
+    return parsed
+
+
 DEEP_STACK_BYTES = 1 << 30  # reserved address space, touched only as used
 
 

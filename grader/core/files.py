@@ -6,17 +6,23 @@
   own state. One list, so a file that counts in one place counts in all.
 * `tree_files` / `tree_digest`: the files that count under a folder, and one
   sha256 of their paths and bytes, in path order.
-* `write_atomic`: every file the grader writes (results.json, reports, exports)
-  is written to a temporary file beside it and renamed into place, so a reader
-  never sees half of one and a crash leaves the old file whole.
+* `write_atomic`: every file the grader writes (results.json, reports, exports,
+  the release bundle and notebook, the autograder bundle) is written to a
+  temporary file beside it and renamed into place, so a reader never sees half
+  of one and a crash leaves the old file whole.
+* `zip_bytes`: the one zip writer (the release bundle, the autograder bundle):
+  fixed dates and modes, so the same files always give the same bytes.
 """
 
 from __future__ import annotations
 
 import hashlib
+import io
 import os
 import stat
 import tempfile
+import zipfile
+from collections.abc import Iterable
 from pathlib import Path
 
 SKIPPED_PARTS = frozenset({"__pycache__", ".git", ".ipynb_checkpoints", ".grade", ".pytest_cache", ".triton",
@@ -76,3 +82,19 @@ def write_atomic(path: str | os.PathLike, data: bytes | str) -> Path:
         Path(temporary).unlink(missing_ok=True)
         raise
     return path
+
+
+ZIP_DATE = (2020, 1, 1, 0, 0, 0)  # fixed, so the same files always give the same zip
+
+
+def zip_bytes(entries: Iterable[tuple[str, bytes, int]]) -> bytes:
+    """A deflated zip of `entries` (archive name, bytes, Unix mode), in the order given, every entry
+    dated ZIP_DATE: the same entries always give the same bytes. Write it with `write_atomic`."""
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+        for name, data, mode in entries:
+            info = zipfile.ZipInfo(name, date_time=ZIP_DATE)
+            info.external_attr = mode << 16
+            info.compress_type = zipfile.ZIP_DEFLATED
+            archive.writestr(info, data)
+    return buffer.getvalue()

@@ -39,6 +39,6 @@ def grading_fingerprint(course: Course, manifest: Manifest) -> str:
     files = {f"assignments/{manifest.id}/{name}": assignment_dir / name for name in names
              if (assignment_dir / name).is_file()}
     files.update(_graded_files(course.reference_for(manifest.id), course.root))
-    if any(task.kind == "timing" for task in manifest.tasks):
+    if manifest.has_timing_task:
         files.update(_graded_files(course.kernels_dir, course.root))
     return tree_digest(files, f"grader {__version__}\0fingerprint {FINGERPRINT_SCHEME}\n")

@@ -21,6 +21,7 @@ from datetime import datetime
 from pathlib import Path, PurePosixPath
 
 from grader.core.compat import parse_iso, tomllib
+from grader.core.due import DueDate
 from grader.core.errors import ManifestError
 from grader.sandbox.forbidden import API_GROUPS, REQUIREMENTS
 from grader.sandbox.limits import SandboxLimits
@@ -143,6 +144,16 @@ class Manifest:
     @property
     def functions(self) -> tuple[str, ...]:
         return tuple(f for t in self.tasks for f in t.functions)
+
+    @property
+    def due_date(self) -> DueDate:
+        """The manifest's due date, before any student's extension (grader.storage.gradebook.due_with applies one)."""
+        return DueDate(deadline=self.deadline)
+
+    @property
+    def has_timing_task(self) -> bool:
+        """Whether a task is timed (against the course's reference kernels, on a GPU)."""
+        return any(task.kind == "timing" for task in self.tasks)
 
     def is_launcher(self, function: str) -> bool:
         """Whether `function` is a launcher of the kernel contract (run by the grader, not the student)."""

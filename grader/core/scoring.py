@@ -61,7 +61,7 @@ def _late(manifest: Manifest, raw: float, submitted_at: datetime | None,
     """(days late, points taken off, the deadline applied) for `raw` points.
 
     After the due date's closing time (moved by the extension too) a submission earns nothing."""
-    due = DueDate(deadline=manifest.deadline) if due is None else due
+    due = manifest.due_date if due is None else due
     days = late_days(manifest.late_policy, due.due, submitted_at)
     fraction = late_fraction(manifest.late_policy, days)
     closed = due.closes

@@ -180,8 +180,3 @@ def collected_tasks(tests_dir: Path, manifest: Manifest | None) -> tuple[dict[st
         return {}, [f"{tests_dir}: no tests were collected"]
     return ({_outcome_name(nodeid): task for nodeid, task in collector.tasks.items()},
             collector.collection_errors)
-
-
-def collection_problems(tests_dir: Path, manifest: Manifest) -> list[str]:
-    """Why tests under `tests_dir` could not be graded (see collected_tasks)."""
-    return collected_tasks(tests_dir, manifest)[1]

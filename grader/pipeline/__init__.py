@@ -1,1 +1,1 @@
-"""Orchestration: one grade, a batch, validation, and the sandbox policy."""
+"""Orchestration: one grade, a class (a batch), staff decisions, and the sandbox policy."""

@@ -38,7 +38,7 @@ Why the work is split this way:
 
 The engine, one job per part: grader.pipeline.discovery finds the entries, `plan`
 hashes and skips, grader.pipeline.dispatch feeds the executor and recovers from a
-break, `Recorder` writes every record (through grader.pipeline.record's gradebook
+break, `ClassRecorder` writes every record (through grader.pipeline.record's gradebook
 sink), grader.pipeline.jobs runs each job where the executor runs it.
 """
 
@@ -65,7 +65,7 @@ from grader.pipeline.local_pool import LocalProcessExecutor
 from grader.pipeline.policy import require_sandbox
 from grader.pipeline.record import GradebookRow
 from grader.render.standing import standing_for
-from grader.storage.gradebook import ExtensionRecord, Gradebook
+from grader.storage.gradebook import ExtensionRecord, Gradebook, due_with
 from grader.storage.roster import read_timestamps
 
 FORCED = "regraded with --force"  # why files already graded are graded again when the batch is forced
@@ -121,7 +121,7 @@ def _noop(_event: str, _student: str, _summary: BatchSummary) -> None:
 
 
 @dataclass(frozen=True)
-class Intake:
+class ClassJobs:
     """Reads a batch's entries and turns them into jobs (planning and feeding both read)."""
 
     assignment: Assignment
@@ -139,17 +139,15 @@ class Intake:
     def job(self, entry: Entry, submission: Submission) -> GradingJob:
         course = self.assignment.course
         report = course.report_path(entry.student, self.assignment.id) if self.write_reports else None
-        extension = self.extensions.get(entry.student)
-        due = self.assignment.due_date
         return GradingJob(assignment=self.assignment, path=str(entry.path), student=entry.student,
                           submitted_at=submission.submitted_at.isoformat() if submission.submitted_at else None,
                           report_path=str(report) if report else None,
                           seed=None if self.seed is None else student_seed(self.seed, entry.student),
                           allow_weak_sandbox=self.allow_weak_sandbox, protected=(self.gradebook_path,),
-                          due=extension.applied_to(due) if extension else None)
+                          due=due_with(self.assignment.manifest, self.extensions.get(entry.student)))
 
 
-class Recorder:
+class ClassRecorder:
     """Everything a batch writes: the gradebook (the parent is its only writer), the summary, progress."""
 
     def __init__(self, gradebook: Gradebook, assignment_id: str, summary: BatchSummary,
@@ -207,7 +205,7 @@ class Recorder:
         self.progress("graded", entry.student, self.summary)
 
 
-def plan(entries: list[Entry], intake: Intake, gradebook: Gradebook, recorder: Recorder,
+def plan(entries: list[Entry], intake: ClassJobs, gradebook: Gradebook, recorder: ClassRecorder,
           force: bool) -> deque[Entry]:
     """Hash every entry first (cheap), so skips are instant and the ETA is honest: what is left to grade.
 
@@ -246,7 +244,7 @@ def plan(entries: list[Entry], intake: Intake, gradebook: Gradebook, recorder: R
 
 
 def batch_lines(assignment: Assignment, gradebook: Gradebook, summary: BatchSummary,
-                recorder: Recorder) -> list[StudentLine]:
+                recorder: ClassRecorder) -> list[StudentLine]:
     """One StudentLine per entry of the run, by student id (see StudentLine)."""
     manifest = assignment.manifest
     outcomes = {**{s: "skipped" for s in summary.skipped}, **{s: "graded" for s in summary.graded},
@@ -328,9 +326,9 @@ def run_batch(assignment: Assignment, submissions_dir: str | Path, gradebook: Gr
     times = read_timestamps(stamps_path) if stamps_path.is_file() else {}
     summary = BatchSummary(assignment.id, total=len(entries), ignored=ignored,
                            max_points=assignment.manifest.max_points)
-    intake = Intake(assignment, times, str(gradebook.path), write_reports, allow_weak_sandbox, seed=seed,
+    intake = ClassJobs(assignment, times, str(gradebook.path), write_reports, allow_weak_sandbox, seed=seed,
                     extensions=gradebook.extensions(assignment.id))
-    recorder = Recorder(gradebook, assignment.id, summary, progress, assignment.fingerprint)
+    recorder = ClassRecorder(gradebook, assignment.id, summary, progress, assignment.fingerprint)
     todo = plan(entries, intake, gradebook, recorder, force)
     progress("planned", str(len(todo)), summary)
     own_executor = executor is None

@@ -24,7 +24,7 @@ from grader.pipeline.executor import Executor, ExecutorBroken
 from grader.pipeline.jobs import GradingJob, JobResult, describe_failure
 
 
-class Intake(Protocol):
+class JobSource(Protocol):
     """What the dispatcher reads entries with (the batch's intake)."""
 
     def load(self, entry: Entry) -> Submission: ...
@@ -32,7 +32,7 @@ class Intake(Protocol):
     def job(self, entry: Entry, submission: Submission) -> GradingJob: ...
 
 
-class Recorder(Protocol):
+class OutcomeSink(Protocol):
     """Where the dispatcher sends what happened to each entry (the batch's recorder)."""
 
     def error(self, entry: Entry, sha256: str, error: str) -> None: ...
@@ -57,7 +57,7 @@ class Dispatcher:
     """Feeds the executor a bounded window of jobs, records what comes back, recovers from a break
     (see the module docstring)."""
 
-    def __init__(self, executor: Executor, window: int, intake: Intake, recorder: Recorder):
+    def __init__(self, executor: Executor, window: int, intake: JobSource, recorder: OutcomeSink):
         self.executor = executor
         self.window = window  # jobs in flight: enough to keep workers busy, files not all in memory
         self.intake = intake

@@ -78,7 +78,7 @@ def resolve_timing_device(choice: str, use_gpu: bool) -> str | None:
 def runs_kernels(assignment: Assignment) -> bool:
     """Whether grading runs Triton kernels in this process (a kernel contract, or timing against course_kernels/)."""
     manifest = assignment.manifest
-    return manifest.contract is not None or any(task.kind == "timing" for task in manifest.tasks)
+    return manifest.contract is not None or manifest.has_timing_task
 
 
 def check_triton_mode(assignment: Assignment, use_gpu: bool) -> None:

@@ -90,7 +90,7 @@ def _import_ray():
 
 def needs_gpu(manifest: Manifest) -> bool:
     """Whether the assignment's grading wants a GPU of its own (it has a timing task)."""
-    return any(task.kind == "timing" for task in manifest.tasks)
+    return manifest.has_timing_task
 
 
 # ----------------------------------------------------------------------- what a node must hold

@@ -1,9 +1,11 @@
 """One grade and where it goes: `grade_and_record` and its sinks.
 
-Every official grade is put together here, whoever asks: `grade submit`, a batch job
-(in a pool worker, whose gradebook row the batch's parent delivers, since the parent
-alone writes the gradebook), the Gradescope autograder and a Ray actor (which renders
-the report and sends it back as text). What happens to a result is a list of sinks:
+Every grade is put together by `grade_and_record`, whoever asks: `grade submit` (through
+`submit_and_record`, which opens the gradebook once: the student's due date, then the row),
+`grade check` (no sink but the terminal), a batch job (in a pool worker or a Ray actor, which
+write or render the report; the batch's parent delivers the gradebook row, since the parent
+alone writes the gradebook), the Gradescope autograder (results.json) and `grade replay`.
+What happens to a result is a list of sinks:
 
 * `ResultsJson`: Gradescope's results.json;
 * `HtmlReport`: the student's report, written;
@@ -16,7 +18,8 @@ Files are written whole or not at all (grader.core.files.write_atomic).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from contextlib import ExitStack
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
@@ -78,14 +81,17 @@ class RenderedReport:
 @dataclass(frozen=True)
 class GradebookRow:
     """The gradebook's record of the grading (an earlier grading of the same files is kept in its history,
-    replaced for `replaced_because`)."""
+    replaced for `replaced_because`). `book`: an open gradebook, or the path of one to open (and create)
+    only now, once there is a grade to record."""
 
-    book: Gradebook
+    book: Gradebook | Path
     replaced_because: str = "graded again"
 
     def deliver(self, result: GradeResult, submission: Submission) -> str:
-        self.book.record(result, submission, replaced_because=self.replaced_because)
-        return f"recorded in {self.book.path}"
+        with ExitStack() as stack:
+            book = self.book if isinstance(self.book, Gradebook) else stack.enter_context(Gradebook(self.book))
+            book.record(result, submission, replaced_because=self.replaced_because)
+            return f"recorded in {book.path}"
 
 
 def deliver(result: GradeResult, submission: Submission, sinks: Sequence[Sink]) -> list[str]:
@@ -95,9 +101,30 @@ def deliver(result: GradeResult, submission: Submission, sinks: Sequence[Sink]) 
 
 def grade_and_record(assignment: Assignment, submission: Submission, request: GradeRequest,
                      sinks: Sequence[Sink] = (), progress: Callable[[str], None] | None = None,
-                     ) -> tuple[GradeResult, list[str]]:
-    """Grade one submission and deliver the result to `sinks`; the result and what the sinks said."""
+                     notes: Sequence[str] = ()) -> tuple[GradeResult, list[str]]:
+    """Grade one submission and deliver the result to `sinks` (`notes`, said by whoever asked, added to the
+    result first); the result and what the sinks said."""
     from grader.pipeline.grading import grade
 
     result = grade(assignment, submission, request, progress)
+    if notes:
+        result = replace(result, notes=(*result.notes, *notes))
     return result, deliver(result, submission, sinks)
+
+
+def submit_and_record(assignment: Assignment, submission: Submission, request: GradeRequest, *, report: Path,
+                      gradebook: Path, results: Path | None = None, record: bool = True,
+                      progress: Callable[[str], None] | None = None) -> tuple[GradeResult, list[str]]:
+    """`grade submit`'s official grade: the gradebook at `gradebook` opened once, for the student's due date
+    (their extension applied) and, with `record`, the row; the HTML report at `report`, results.json at
+    `results` if given. An absent gradebook is created only when there is a grade to record (not for a
+    refused grading, nor without `record`). The worker may read neither file (`request.protected`). The
+    result and what the sinks said."""
+    request = replace(request, protected=(*request.protected, str(gradebook), str(report)))
+    with ExitStack() as stack:
+        book = stack.enter_context(Gradebook(gradebook)) if Path(gradebook).is_file() else None
+        due = book.due_date(submission.student, assignment.manifest) if book else assignment.due_date
+        sinks: list[Sink] = [*([ResultsJson(results, assignment.manifest)] if results else []),
+                             HtmlReport(report, assignment.course.templates_dir),
+                             *([GradebookRow(book or Path(gradebook))] if record else [])]
+        return grade_and_record(assignment, submission, replace(request, due=due), sinks, progress)

@@ -18,7 +18,6 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 from grader.core.assignment import Assignment
-from grader.core.due import DueDate
 from grader.core.errors import StaffActionRefused
 from grader.core.manifest import Manifest
 from grader.core.scoring import check_override
@@ -146,16 +145,5 @@ def end_extension(assignment: Assignment, book: Gradebook, student: str, reason:
     refresh_report(assignment, book, student)
 
 
-def recorded_due_date(gradebook_path: Path, student: str, assignment: Assignment) -> DueDate:
-    """The student's due date: the manifest's, with their extension in the gradebook at `gradebook_path`
-    (none, or no gradebook yet: looking never creates one)."""
-    due = assignment.due_date
-    if not Path(gradebook_path).is_file():
-        return due
-    with Gradebook(gradebook_path) as book:
-        extension = book.extension_for(student, assignment.id)
-    return extension.applied_to(due) if extension else due
-
-
 __all__ = ["EVERY_ASSIGNMENT", "clear_override", "end_extension", "extension_length", "grant_extension",
-           "recorded_due_date", "refresh_report", "set_override"]
+           "refresh_report", "set_override"]

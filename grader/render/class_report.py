@@ -160,7 +160,7 @@ def _similarity(course: Course, manifest: Manifest, book: Gradebook,
     starter = [(starter_dir / name).read_text(encoding="utf-8", errors="replace")
                for name in manifest.files if (starter_dir / name).is_file()]
     matches = find_similar({s: c for s, c in code.items() if c.strip()},
-                           instructor_sources(course.root, manifest.id), starter)
+                           instructor_sources(course, manifest.id), starter)
     pairs = [m.to_dict() for m in matches if m.kind == "pair"]
     groups = []
     for members in clusters(matches):

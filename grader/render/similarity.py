@@ -40,9 +40,8 @@ import tokenize
 from collections import defaultdict
 from dataclasses import dataclass
 from itertools import combinations
-from pathlib import Path
 
-from grader.core.course import KERNELS_PACKAGE
+from grader.core.course import Course
 
 K = 8  # tokens per k-gram (noise threshold: shorter matches are ignored)
 WINDOW = 4  # hashes per winnowing window: matches of K + WINDOW - 1 tokens are always found
@@ -209,10 +208,12 @@ class Corpus:
         return sorted(matches, key=lambda m: (-max(m.share_a, m.share_b), m.a, m.b))
 
 
-def instructor_sources(course_root: Path, assignment_id: str) -> dict[str, str]:
-    """Reference modules, reference kernels and staff-chosen similarity sources, by display name."""
-    reference = course_root / "reference" / assignment_id
-    paths = sorted(reference.glob("*.py")) + sorted((course_root / KERNELS_PACKAGE).glob("*.py"))
+def instructor_sources(course: Course, assignment_id: str) -> dict[str, str]:
+    """Reference modules, reference kernels and staff-chosen similarity sources, by display name
+    (a path relative to the course root)."""
+    course_root = course.root
+    reference = course.reference_for(assignment_id)
+    paths = sorted(reference.glob("*.py")) + sorted(course.kernels_dir.glob("*.py"))
     extra = reference / SOURCES_DIR
     if extra.is_dir():
         paths += sorted(p for p in extra.rglob("*") if p.is_file())

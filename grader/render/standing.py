@@ -11,11 +11,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from grader.core.compat import parse_iso
-from grader.core.due import DueDate
 from grader.core.manifest import Manifest
 from grader.core.records import Score
 from grader.core.scoring import final_score
-from grader.storage.gradebook import ExtensionRecord, Gradebook, OverrideRecord, SubmissionRecord
+from grader.storage.gradebook import ExtensionRecord, Gradebook, OverrideRecord, SubmissionRecord, due_with
 
 
 @dataclass(frozen=True)
@@ -40,8 +39,7 @@ def standing_of(manifest: Manifest, record: SubmissionRecord, extension: Extensi
                 overrides: list[OverrideRecord] | tuple[OverrideRecord, ...]) -> Standing:
     """`record`'s final score under `extension` and `overrides`."""
     submitted = parse_iso(record.submitted_at) if record.submitted_at else None
-    due = DueDate(deadline=manifest.deadline)
-    score = final_score(manifest, record.result.score, submitted, due=extension.applied_to(due) if extension else due,
+    score = final_score(manifest, record.result.score, submitted, due=due_with(manifest, extension),
                         overrides=[o.as_override() for o in overrides])
     return Standing(record, score, extension, tuple(overrides))
 

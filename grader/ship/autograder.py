@@ -33,21 +33,19 @@ import json
 import math
 import os
 import shlex
-import zipfile
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from pathlib import Path
 
 from grader.core.assignment import Assignment
-from grader.core.compat import parse_iso
+from grader.core.compat import NoTimeZone, parse_zoned
 from grader.core.course import ENGINE_ROOT, Course
 from grader.core.due import HOSTED, DueDate
 from grader.core.errors import GraderError, SandboxFailed, SandboxRefused, SettingsError
-from grader.core.files import SKIPPED_PARTS, tree_files, write_atomic
+from grader.core.files import SKIPPED_PARTS, tree_files, write_atomic, zip_bytes
 from grader.core.manifest import Manifest
 from grader.core.text import one_line
 from grader.intake.submission import WORKSPACE_DEPTH
-from grader.ship.release import ZIP_DATE
 
 HOME_ENV = "GRADE_AUTOGRADER_HOME"
 DEFAULT_HOME = "/autograder"
@@ -182,14 +180,12 @@ def _date(value: object, where: str, notes: list[str]) -> datetime | None:
     if value in (None, ""):
         return None
     try:
-        parsed = parse_iso(str(value))
+        return parse_zoned(str(value))
+    except NoTimeZone:
+        notes.append(f"submission_metadata.json: {where} has no time zone; ignored")
     except ValueError:
         notes.append(f"submission_metadata.json: {where} is not a date ({one_line(str(value), 60)!r}); ignored")
-        return None
-    if parsed.tzinfo is None:
-        notes.append(f"submission_metadata.json: {where} has no time zone; ignored")
-        return None
-    return parsed
+    return None
 
 
 def read_metadata(path: Path) -> GradescopeDates:
@@ -261,8 +257,8 @@ def run_gradescope(assignment: Assignment, paths: AutograderPaths | None = None,
 
     0 when results.json holds a grade or a problem of the submission; the GraderError's exit
     code when the host cannot grade (no required sandbox level: 4), with a results.json saying so."""
-    from grader.pipeline.grading import GradeRequest, grade, open_submission
-    from grader.pipeline.record import ResultsJson, deliver
+    from grader.pipeline.grading import GradeRequest, open_submission
+    from grader.pipeline.record import ResultsJson, grade_and_record
 
     paths = paths or AutograderPaths.from_environment()
     try:
@@ -270,12 +266,11 @@ def run_gradescope(assignment: Assignment, paths: AutograderPaths | None = None,
         workspace = pick_workspace(paths.submission, assignment.manifest)
         submission = open_submission(assignment, workspace, student=GRADESCOPE_STUDENT,
                                      submitted_at=dates.submitted_at)
-        result = grade(assignment, submission, GradeRequest(mode="submit", seed=seed,
-                                                                 due=dates.due_date(assignment.due_date)))
-        result = replace(result, notes=(*result.notes, *dates.notes))  # the metadata's own notes, shown too
+        request = GradeRequest(mode="submit", seed=seed, due=dates.due_date(assignment.due_date))
+        grade_and_record(assignment, submission, request, [ResultsJson(paths.results, assignment.manifest)],
+                         notes=dates.notes)  # the metadata's own notes, shown too
     except GraderError as exc:
         return record_failure(paths, exc)
-    deliver(result, submission, [ResultsJson(paths.results, assignment.manifest)])
     return 0
 
 
@@ -360,17 +355,9 @@ def build_autograder(assignment: Assignment, out: str | Path | None = None, *,
     run = RUN_AUTOGRADER.format(assignment=shlex.quote(assignment_id), limit_s=timeout_minutes * 60 - STOP_MARGIN_S,
                                 **names)
 
-    def add(archive: zipfile.ZipFile, name: str, data: bytes, mode: int = 0o644) -> None:
-        info = zipfile.ZipInfo(name, date_time=ZIP_DATE)
-        info.external_attr = mode << 16
-        info.compress_type = zipfile.ZIP_DEFLATED
-        archive.writestr(info, data)
-
-    with zipfile.ZipFile(path, "w") as archive:
-        add(archive, "setup.sh", setup.encode(), 0o755)
-        add(archive, "run_autograder", run.encode(), 0o755)
-        if "README.md" not in files:  # pyproject.toml names it; pip refuses to install without it
-            add(archive, "README.md", _readme(assignment_id).encode())
-        for name, item in sorted(files.items()):
-            add(archive, name, item.read_bytes())
+    entries = [("setup.sh", setup.encode(), 0o755), ("run_autograder", run.encode(), 0o755)]
+    if "README.md" not in files:  # pyproject.toml names it; pip refuses to install without it
+        entries.append(("README.md", _readme(assignment_id).encode(), 0o644))
+    entries += [(name, item.read_bytes(), 0o644) for name, item in sorted(files.items())]
+    write_atomic(path, zip_bytes(entries))
     return path

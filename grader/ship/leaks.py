@@ -35,6 +35,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 
+from grader.authoring.authored_source import is_stub
 from grader.core.compat import tomllib
 from grader.core.course import KERNELS_PACKAGE
 from grader.core.quiz import Question, is_right
@@ -45,23 +46,6 @@ LONG_TEXT = 40  # characters: an instructor TOML string this long found in a bun
 
 
 # ------------------------------------------------------------------------- Python
-def is_stub(node: ast.AST) -> bool:
-    """A definition whose body is only a docstring, `pass`, `...` or `raise NotImplementedError`."""
-    body = list(getattr(node, "body", []))
-    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
-            and isinstance(body[0].value.value, str):
-        body = body[1:]  # the docstring
-    for statement in body:
-        if isinstance(statement, ast.Pass):
-            continue
-        if isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Constant):
-            continue  # `...`
-        if isinstance(statement, ast.Raise) and "NotImplementedError" in ast.unparse(statement):
-            continue
-        return False
-    return True
-
-
 class _Canonical(ast.NodeTransformer):
     """Names → placeholders in order of first use, per scope; docstrings, annotations, decorators dropped."""
 

@@ -44,16 +44,16 @@ from __future__ import annotations
 import ast
 import hashlib
 import re
-import zipfile
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 import nbformat
 
+from grader.authoring.authored_source import is_stub, not_implemented_message
 from grader.core.assignment import Assignment
 from grader.core.compat import tomllib
 from grader.core.errors import ReleaseLeak, StarterNotPristine
-from grader.core.files import SKIPPED_PARTS
+from grader.core.files import SKIPPED_PARTS, write_atomic, zip_bytes
 from grader.core.manifest import Manifest
 from grader.core.quiz import ANSWERS_FILE
 from grader.intake.notebook import ANSWERS_TAG
@@ -61,7 +61,6 @@ from grader.ship import leaks
 
 INSTRUCTOR_ONLY_NAMES = {"quiz_key.toml", "mutants.py"}
 TEST_FILE = re.compile(r"^(test_.*|.*_test|conftest)\.py$")
-ZIP_DATE = (2020, 1, 1, 0, 0, 0)  # fixed, so the same folder always gives the same zip
 
 
 @dataclass(frozen=True)
@@ -106,7 +105,7 @@ def _definitions(text: str, formulas: set[str]) -> list[tuple[str, str]]:
         return []
     lines = text.splitlines()
     return [(node.name, normalise("\n".join(lines[node.lineno - 1:node.end_lineno])))
-            for node in tree.body if isinstance(node, leaks.DEFINITIONS) and not leaks.is_stub(node)
+            for node in tree.body if isinstance(node, leaks.DEFINITIONS) and not is_stub(node)
             and not leaks.states_formula(node, formulas)]
 
 
@@ -168,7 +167,7 @@ def _python_leaks(path: str, text: str, modules: dict, shapes: dict, reported: s
     if tree is None:
         return []
     stated = all(leaks.states_formula(node, formulas) for node in tree.body
-                 if isinstance(node, leaks.DEFINITIONS) and not leaks.is_stub(node))
+                 if isinstance(node, leaks.DEFINITIONS) and not is_stub(node))
     if leaks.has_substance(tree) and leaks.safe_shape(tree) in modules and not (stated and _only_definitions(tree)):
         return [f"{path}: same code as {_from(modules[leaks.safe_shape(tree)])} (compared as syntax trees)"]
     problems = []
@@ -253,18 +252,6 @@ def find_leaks(bundle: dict[str, bytes], instructor: dict[str, bytes]) -> list[s
     return problems
 
 
-def _raises_not_implemented_first(node: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
-    """Whether the first statement after the docstring is `raise NotImplementedError(...)`."""
-    body = list(node.body)
-    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
-            and isinstance(body[0].value.value, str):
-        body = body[1:]
-    if not body or not isinstance(body[0], ast.Raise) or body[0].exc is None:
-        return False
-    raised = body[0].exc.func if isinstance(body[0].exc, ast.Call) else body[0].exc
-    return isinstance(raised, ast.Name) and raised.id == "NotImplementedError"
-
-
 def _blank_answers(data: bytes) -> tuple[list[str], str]:
     """(questions with an answer, a problem reading the file) of an answers.toml."""
     try:
@@ -305,9 +292,9 @@ def pristine_problems(bundle: dict[str, bytes], manifest: Manifest) -> list[str]
                 problems.append(f"{name}: no stub in {', '.join(manifest.files)} (a task names it)")
             continue
         module, node = defined[name]
-        if leaks.is_given(node) or _raises_not_implemented_first(node):
+        if leaks.is_given(node) or not_implemented_message(node) is not None:
             continue
-        what = "does not raise NotImplementedError" if leaks.is_stub(node) else "has a body"
+        what = "does not raise NotImplementedError" if is_stub(node) else "has a body"
         problems.append(f"{module}: {name} {what}; its stub must raise NotImplementedError first "
                         f"(or its docstring say it is given: 'Given; do not change.')")
     if ANSWERS_FILE in bundle:
@@ -448,13 +435,10 @@ def release(assignment: Assignment, out_dir: str | Path | None = None) -> Releas
     zip_path = out / f"{assignment_id}.zip"
     shipped = {**files, "README.md": readme_for_bundle(assignment_id, files.get("README.md"),
                                                        assignment.settings.release.install)}
-    with zipfile.ZipFile(zip_path, "w", compression=zipfile.ZIP_DEFLATED) as archive:
-        for name, data in sorted(shipped.items()):
-            info = zipfile.ZipInfo(f"{assignment_id}/{name}", date_time=ZIP_DATE)
-            info.external_attr = 0o644 << 16
-            info.compress_type = zipfile.ZIP_DEFLATED
-            archive.writestr(info, data)
+    write_atomic(zip_path, zip_bytes((f"{assignment_id}/{name}", data, 0o644)
+                                     for name, data in sorted(shipped.items())))
     notebook_path = out / f"{assignment_id}.ipynb"
-    nbformat.write(build_notebook(assignment_id, manifest.title, files, manifest.files), str(notebook_path))
+    notebook = nbformat.writes(build_notebook(assignment_id, manifest.title, files, manifest.files))
+    write_atomic(notebook_path, notebook if notebook.endswith("\n") else notebook + "\n")
     settings = assignment.settings.release
     return Release(zip_path, notebook_path, tuple(sorted(files)), settings.install, settings.install_configured)

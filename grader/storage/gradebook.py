@@ -46,6 +46,7 @@ from pathlib import Path
 from grader.core.compat import UTC, parse_iso
 from grader.core.due import DueDate
 from grader.core.errors import GradebookError
+from grader.core.manifest import Manifest
 from grader.core.records import GradeResult, Override
 from grader.core.text import storable
 from grader.intake.submission import Submission
@@ -288,6 +289,12 @@ class ExtensionRecord:
             return f"until {self.until}"
         hours = (self.extra_s or 0.0) / 3600
         return f"{hours / 24:g} day(s) more" if hours % 24 == 0 else f"{hours:g} hour(s) more"
+
+
+def due_with(manifest: Manifest, extension: ExtensionRecord | None) -> DueDate:
+    """A student's due date: the manifest's, with their extension applied (the one place that does)."""
+    due = manifest.due_date
+    return extension.applied_to(due) if extension else due
 
 
 _SUBMISSION_COLUMNS = ("id, student_id, assignment_id, sha256, submitted_at, graded_at, total, max_points, "
@@ -591,6 +598,10 @@ class Gradebook:
         """The student's extension for this assignment: its own if granted, else the roster's for all."""
         return (self._active_extension(self._db, student_id, assignment_id)
                 or self._active_extension(self._db, student_id, EVERY_ASSIGNMENT))
+
+    def due_date(self, student_id: str, manifest: Manifest) -> DueDate:
+        """The student's due date for the assignment: the manifest's, with their extension applied."""
+        return due_with(manifest, self.extension_for(student_id, manifest.id))
 
     def extensions(self, assignment_id: str) -> dict[str, ExtensionRecord]:
         """student → the extension that applies to them for this assignment (see extension_for)."""

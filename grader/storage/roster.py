@@ -20,7 +20,7 @@ import csv
 from datetime import datetime
 from pathlib import Path
 
-from grader.core.compat import parse_iso
+from grader.core.compat import NoTimeZone, parse_zoned
 from grader.core.errors import ClassDataError
 from grader.core.student_ids import check_student_id
 
@@ -93,11 +93,10 @@ def read_timestamps(path: str | Path) -> dict[str, datetime]:
         student, value = row["student"], row["submitted_at"]
         check_student_id(student, f"{path}, line {number}", fix="use the id the submission is named by")
         try:
-            when = parse_iso(value)
+            times[student] = parse_zoned(value)
+        except NoTimeZone as exc:
+            raise ClassDataError(f"{path}, line {number}: {value!r} has no time zone "
+                                 f"(write e.g. 2026-12-14T23:59:00+00:00)") from exc
         except ValueError as exc:
             raise ClassDataError(f"{path}, line {number}: not an ISO 8601 date-time: {value!r}") from exc
-        if when.tzinfo is None:
-            raise ClassDataError(f"{path}, line {number}: {value!r} has no time zone "
-                                 f"(write e.g. 2026-12-14T23:59:00+00:00)")
-        times[student] = when
     return times

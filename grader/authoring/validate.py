@@ -1,6 +1,6 @@
 """`grade validate`: the instructor's proof that an assignment grades correctly.
 
-First the consistency checks (grader.pipeline.consistency): what the files say agrees, in seconds,
+First the consistency checks (grader.authoring.consistency): what the files say agrees, in seconds,
 before anything is graded. Then each claim is checked by grading real workspaces through the
 sandbox, with the hidden tests (mode "submit") and with the public tests (mode "check"):
 
@@ -20,7 +20,7 @@ grader.pipeline.dispatch), each in a worker forked from a template worker, in mi
 started afresh (a new interpreter importing torch per grading): under bubblewrap where its workers fork
 from one (grader.sandbox.namespaces), else at the no-namespace level (the code is the instructor's own).
 A grading whose fingerprint is unchanged since the last run is read back instead
-(grader.pipeline.validate_cache). `tasks` and `mutant_ids` narrow the run to
+(grader.authoring.validate_cache). `tasks` and `mutant_ids` narrow the run to
 those mutants (the reference and the stubs are always graded, mostly from the cache).
 """
 
@@ -34,20 +34,20 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
+from grader.authoring.consistency import consistency_checks
+from grader.authoring.validate_cache import Fingerprints, ValidateCache
+from grader.authoring.workspaces import defining_file, patched, reference_answers, reference_workspace
 from grader.core.assignment import Assignment
 from grader.core.errors import GraderError, UnknownTask
 from grader.core.manifest import Manifest
 from grader.core.records import PASSED, GradeResult
 from grader.harness.catalogue import Mutant
 from grader.harness.reference import load_reference
-from grader.pipeline.consistency import consistency_checks
 from grader.pipeline.discovery import Entry
 from grader.pipeline.dispatch import Dispatcher
 from grader.pipeline.grading import open_submission
 from grader.pipeline.jobs import GradingJob, JobResult
 from grader.pipeline.local_pool import LocalProcessExecutor
-from grader.pipeline.validate_cache import Fingerprints, ValidateCache
-from grader.pipeline.workspaces import defining_file, patched, reference_answers, reference_workspace
 
 __all__ = ["Verdict", "ValidateOptions", "validate", "reference_answers", "reference_workspace", "defining_file",
            "patched", "PUBLIC_SUFFIX", "DEFAULT_SEEDS"]
@@ -221,21 +221,6 @@ def degenerate_verdict(assignment: Assignment) -> Verdict:
                   f"earns their points: {listed}. Their inputs make the answer degenerate: pair each with an "
                   f"input where only a real implementation is right, in the same test")
     return Verdict(manifest.id, "degenerate answers", "", not passed, detail, 0.0, manifest.max_points, HIDDEN)
-
-
-def collection_verdicts(assignment: Assignment) -> list[Verdict]:
-    """One verdict per suite: every test collects and names one task of the manifest."""
-    from grader.harness.suite import collected_tasks
-
-    manifest = assignment.manifest
-    verdicts = []
-    for suite, folder in ((HIDDEN, assignment.hidden_tests), (PUBLIC, assignment.public_tests)):
-        tasks, problems = collected_tasks(folder, manifest)
-        detail = ("; ".join(problems) if problems else
-                  f"all {len(tasks)} {suite} tests collect and name one task of the manifest")
-        verdicts.append(Verdict(manifest.id, f"{suite} tests", "", not problems, detail, 0.0,
-                                manifest.max_points, suite))
-    return verdicts
 
 
 # ------------------------------------------------------------------------------ the plan
@@ -420,7 +405,7 @@ def seeds_verdict(manifest: Manifest, groups: list[Group], seeds: tuple[int, ...
 
 
 # ------------------------------------------------------------------------------ running the gradings
-class _Intake:
+class _ValidateJobs:
     """The dispatcher's intake: a planned grading's workspace and job."""
 
     def __init__(self, assignment: Assignment, gradings: dict[str, Grading]):
@@ -437,7 +422,7 @@ class _Intake:
                           allow_weak_sandbox=True, mode="submit" if grading.suite == HIDDEN else "check")
 
 
-class _Recorder:
+class _ValidateOutcomes:
     """The dispatcher's recorder: each finished grading goes to `finished`."""
 
     def __init__(self, gradings: dict[str, Grading], finished: Callable[[Grading], None]):
@@ -477,8 +462,8 @@ def run_gradings(assignment: Assignment, todo: list[Grading], jobs: int,
         return
     gradings = {g.label: g for g in todo}
     executor = LocalProcessExecutor(min(jobs, len(todo)), assignment=assignment)
-    dispatcher = Dispatcher(executor, window=2 * executor.slots, intake=_Intake(assignment, gradings),
-                            recorder=_Recorder(gradings, finished))
+    dispatcher = Dispatcher(executor, window=2 * executor.slots, intake=_ValidateJobs(assignment, gradings),
+                            recorder=_ValidateOutcomes(gradings, finished))
     try:
         dispatcher.run(deque(Entry(g.label, g.workspace) for g in todo))
     except BaseException:  # stopped (Ctrl-C, SIGTERM): end the workers and their sandboxes now

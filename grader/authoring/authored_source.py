@@ -1,4 +1,4 @@
-"""What an assignment's own files say, read from their syntax trees (for grader.pipeline.consistency).
+"""What an assignment's own files say, read from their syntax trees (for grader.authoring.consistency).
 
 Nothing here imports or runs the files: stubs, reference modules and tests are parsed, so a
 consistency check answers in a fraction of a second and names the file and line at fault.
@@ -103,21 +103,42 @@ def docstring(node: Function) -> str:
     return ast.get_docstring(node, clean=False) or ""
 
 
-def not_implemented_message(node: Function) -> str | None:
-    """The message of the function's first statement after the docstring when it is `raise
-    NotImplementedError(...)` ("" without a constant message), else None."""
-    body = list(node.body)
+# ------------------------------------------------------------------------ stubs (the one detector)
+def _after_docstring(node: ast.AST) -> list[ast.stmt]:
+    """A definition's body without its docstring."""
+    body = list(getattr(node, "body", []))
     if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
             and isinstance(body[0].value.value, str):
         body = body[1:]
-    if not body or not isinstance(body[0], ast.Raise) or body[0].exc is None:
+    return body
+
+
+def _raised_not_implemented(statement: ast.stmt) -> ast.expr | None:
+    """The raised expression when `statement` is `raise NotImplementedError` (or `...(...)`), else None."""
+    if not isinstance(statement, ast.Raise) or statement.exc is None:
         return None
-    exc = body[0].exc
+    exc = statement.exc
     raised = exc.func if isinstance(exc, ast.Call) else exc
-    if not (isinstance(raised, ast.Name) and raised.id == "NotImplementedError"):
+    return exc if isinstance(raised, ast.Name) and raised.id == "NotImplementedError" else None
+
+
+def not_implemented_message(node: Function) -> str | None:
+    """The message of the function's first statement after the docstring when it is `raise
+    NotImplementedError(...)` ("" without a constant message), else None."""
+    body = _after_docstring(node)
+    exc = _raised_not_implemented(body[0]) if body else None
+    if exc is None:
         return None
     first = exc.args[0] if isinstance(exc, ast.Call) and exc.args else None
     return first.value if isinstance(first, ast.Constant) and isinstance(first.value, str) else ""
+
+
+def is_stub(node: ast.AST) -> bool:
+    """A definition whose body is only a docstring, `pass`, `...` or `raise NotImplementedError`."""
+    return all(isinstance(statement, ast.Pass)
+               or (isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Constant))  # `...`
+               or _raised_not_implemented(statement) is not None
+               for statement in _after_docstring(node))
 
 
 # ------------------------------------------------------------------------ what tests call

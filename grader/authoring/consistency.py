@@ -28,6 +28,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from grader.authoring import authored_source as source
+from grader.authoring.authored_source import Function, Signature
 from grader.core.assignment import Assignment
 from grader.core.compat import tomllib
 from grader.core.errors import GraderError
@@ -36,8 +38,6 @@ from grader.core.lecture import citations, describe_range, load_sections
 from grader.core.manifest import Manifest, Task
 from grader.core.quiz import ANSWERS_FILE, grade_quiz, load_key, load_questions
 from grader.harness.catalogue import Mutant
-from grader.pipeline import authored_source as source
-from grader.pipeline.authored_source import Function, Signature
 
 HANDOUT = "README.md"
 GIVEN_MARK = "given; do not change"
@@ -45,7 +45,7 @@ GIVEN_MARK = "given; do not change"
 
 def tolerates_others(task: Task) -> bool:
     """Tasks built on other tasks' functions by design (a bonus, a timed kernel): a mistake in those may
-    cost points there too (grader.pipeline.validate judges mutants the same way)."""
+    cost points there too (grader.authoring.validate judges mutants the same way)."""
     return task.bonus or task.kind == "timing"
 
 
@@ -398,7 +398,7 @@ def _mutant_node(mutant: Mutant) -> Function | None:
 
 
 def _patch_problems(authored: Authored, mutant: Mutant, where: str) -> list[str]:
-    from grader.pipeline.workspaces import defining_file, patched
+    from grader.authoring.workspaces import defining_file, patched
 
     assignment = authored.assignment
     try:
