@@ -592,7 +592,7 @@ class Check:
             self._problem("timing:failed", "could not be timed", str(exc))
             raise StudentProblem("raised", f"{name} could not be timed: {exc}") from None
         section = self.section_for(name) or "§24"
-        timing = {**result.to_dict(), "cpu_timed": device == "cpu"}
+        timing = {**result.to_dict(), "cpu_timed": device == "cpu"}  # scoring reads "scored_ratio"
         if case.flops:
             timing["student_tflops"] = case.flops / (result.student.median_ms * 1e-3) / 1e12
             timing["reference_tflops"] = case.flops / (result.reference.median_ms * 1e-3) / 1e12
@@ -604,8 +604,12 @@ class Check:
                                  f"call must compute its whole output from its own inputs ({section}).")
         where = "CPU-timed, " if device == "cpu" else ""
         rate = f", {timing['student_tflops']:.1f} TFLOP/s" if case.flops and device != "cpu" else ""
-        self.record["detail"] = (f"{result.ratio:.2f}× the reference time ({where}{result.student.median_ms:.3f} ms "
-                                 f"vs {result.reference.median_ms:.3f} ms per call by the grader's clock{rate})")
+        clock = "each call's own time" if result.measured_by == "kernel" else "the grader's clock around each block"
+        tie = ", a tie: the intervals overlap" if result.verdict == "tie" else ""
+        self.record["detail"] = (f"{result.ratio:.2f}× the reference time (95% interval {result.ratio_low:.2f}–"
+                                 f"{result.ratio_high:.2f}{tie}; {where}{result.student.median_ms:.3f} ms vs "
+                                 f"{result.reference.median_ms:.3f} ms per call, {clock}, {result.rounds} paired "
+                                 f"rounds{rate})")
 
     def award(self, fraction: float, detail: str) -> None:
         """Partial credit for this test (timing): 0 ≤ fraction ≤ 1."""

@@ -495,8 +495,14 @@ class Sandbox:
                              "shapes": [list(s) for s in shapes], "kwargs": dict(kwargs), "calls": calls,
                              "projection_seed": projection_seed}, timeout_s)
 
-    def timed_outputs(self, indices: list[int], timeout_s: float | None = None) -> CallResult:
-        return self.request({"op": "timed_outputs", "indices": list(indices)}, timeout_s)
+    def timed_outputs(self, indices: list[int], spans: list | None = None,
+                      timeout_s: float | None = None) -> CallResult:
+        """Outputs of the last timed block, whole, or where `spans[i]` is a list of [start, length]
+        those elements of output `indices[i]`, flattened and concatenated (a large output)."""
+        message = {"op": "timed_outputs", "indices": list(indices)}
+        if spans is not None:
+            message["spans"] = [None if s is None else [[int(a), int(b)] for a, b in s] for s in spans]
+        return self.request(message, timeout_s)
 
     @contextlib.contextmanager
     def frozen(self) -> Iterator[None]:

@@ -166,10 +166,17 @@ class Worker:
     def timed_outputs(self, request: dict) -> dict:
         """Some outputs of the last timed block, chosen by the trusted side after it ran."""
         outputs = self.timed
+        indices = request["indices"]
+        spans = request.get("spans") or [None] * len(indices)
         try:
-            value = [_plain(outputs[int(i)].cpu() if isinstance(outputs[int(i)], torch.Tensor)
-                            else outputs[int(i)]) for i in request["indices"]]
-        except (IndexError, TypeError, ValueError) as exc:
+            value = []
+            for index, span in zip(indices, spans, strict=True):
+                output = outputs[int(index)]
+                if isinstance(output, torch.Tensor) and span is not None:  # a large output: its spans only
+                    flat = output.detach().reshape(-1)
+                    output = torch.cat([flat[int(start):int(start) + int(length)] for start, length in span])
+                value.append(_plain(output.cpu() if isinstance(output, torch.Tensor) else output))
+        except (IndexError, TypeError, ValueError, RuntimeError) as exc:
             return {"ok": False, "unsupported": str(exc)}
         return {"ok": True, "value": value}
 
