@@ -478,6 +478,13 @@ class Sandbox:
             return CallResult(status="unsupported", detail=str(reply["unsupported"]), facts=facts,
                               output=output)
         error = reply.get("error", {})
+        if reply.get("fatal") == "cuda":  # the worker ended after this reply; the next call starts a fresh one
+            self.kill()
+            message = (error.get("message", "") if isinstance(error, dict) else "")[:300]
+            return CallResult(status="crashed", error=error if isinstance(error, dict) else {}, facts=facts,
+                              detail=f"the GPU reported an error that ends the process ({message}): a read or "
+                                     f"write outside a tensor, usually a load or store without its mask",
+                              output=output)
         return CallResult(status="raised", error=error if isinstance(error, dict) else {}, facts=facts,
                           output=output)
 
