@@ -5,6 +5,10 @@ is lost and every later call in it would fail with the same error. The worker re
 an error, reports it against the call that caused it and ends; the next call runs in a fresh
 worker. Here a student function raises the error text torch raises, in a real sandboxed worker,
 at both sandbox levels.
+
+A kernel whose tl.dot does not ask for IEEE products multiplies float32 tiles in TF32 on a GPU
+(never in the interpreter): its float32 results miss float32's tolerance by TF32's rounding, and
+the check says so.
 """
 
 from __future__ import annotations
@@ -12,7 +16,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from grader.harness.runners import SandboxRunner
+from grader.core.manifest import parse_manifest
+from grader.harness.runners import InProcessRunner, SandboxRunner
+from grader.harness.testing import Check, GradingContext
+from grader.harness.triton_api import dots_without_ieee, tf32_sized
 from grader.sandbox.client import Sandbox
 from grader.sandbox.limits import SandboxLimits
 from grader.sandbox.worker import sticky_cuda_error
@@ -58,3 +65,55 @@ def test_a_sticky_cuda_error_ends_the_worker_and_counts_against_its_call(level):
         assert ordinary.status == "raised"  # an ordinary error keeps the worker
         kept = runner.call("kernel", (torch.zeros(2),), {})
         assert kept.value.tolist() == [2.0, 2.0]  # the same worker as before the ordinary error
+
+
+TF32_KERNEL = """import triton
+import triton.language as tl
+
+@triton.jit
+def _k(Q, K, V):
+    s = tl.dot(q, tl.trans(k))  # TF32 on a GPU
+    acc = tl.dot(p.to(v.dtype), v, input_precision="ieee")
+
+def launch(x):
+    return x
+"""
+
+
+def test_dots_without_ieee_are_counted_across_nested_calls():
+    assert dots_without_ieee(TF32_KERNEL) == 1
+    assert dots_without_ieee("tl.dot(a, tl.trans(b), input_precision='ieee') + tl.dot(a, b, allow_tf32=False)") == 0
+    assert dots_without_ieee("tl.dot(tl.trans(a),\n        b)") == 1
+
+
+def _kernel_check(tmp_path, device: str, source: str) -> Check:
+    (tmp_path / "k.py").write_text(source)
+    manifest = parse_manifest({"id": "a", "files": ["k.py"], "tasks": [
+        {"id": "t", "points": 1, "functions": ["launch"], "sections": ["§24"], "requires": ["triton_launch"]}]})
+    context = GradingContext(runner=InProcessRunner(tmp_path, ("k.py",)), manifest=manifest, reference={},
+                             mutants=[], seed=3, device=device)
+    return Check(context, "test::node", "t")
+
+
+def test_a_tf32_product_on_the_gpu_is_diagnosed_as_such(tmp_path):
+    torch.manual_seed(0)
+    expected = torch.randn(2, 64, 32)
+    tf32 = expected * (1 + 2.0 ** -11 * torch.randn_like(expected))  # TF32's rounding, about 5e-4 relative
+    assert tf32_sized(tf32, expected) and not tf32_sized(expected + 1.0, expected)
+    check = _kernel_check(tmp_path, "cuda", TF32_KERNEL)
+    with pytest.raises(AssertionError) as info:
+        check.compare(tf32, expected, what="launch", diagnose_with=("launch", (expected,), {}))
+    assert "TF32" in str(info.value) and 'input_precision="ieee"' in str(info.value)
+    check = _kernel_check(tmp_path, "cuda", TF32_KERNEL)
+    with pytest.raises(AssertionError) as info:  # a logic mistake is not TF32's
+        check.compare(expected + 1.0, expected, what="launch", diagnose_with=("launch", (expected,), {}))
+    assert "TF32" not in str(info.value)
+    check = _kernel_check(tmp_path, "cpu", TF32_KERNEL)
+    with pytest.raises(AssertionError) as info:  # the interpreter multiplies in float32: not the cause there
+        check.compare(tf32, expected, what="launch", diagnose_with=("launch", (expected,), {}))
+    assert "TF32" not in str(info.value)
+    ieee = TF32_KERNEL.replace("tl.dot(q, tl.trans(k))", "tl.dot(q, tl.trans(k), input_precision='ieee')")
+    check = _kernel_check(tmp_path, "cuda", ieee)
+    with pytest.raises(AssertionError) as info:
+        check.compare(tf32, expected, what="launch", diagnose_with=("launch", (expected,), {}))
+    assert "TF32" not in str(info.value)
