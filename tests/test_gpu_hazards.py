@@ -117,3 +117,18 @@ def test_a_tf32_product_on_the_gpu_is_diagnosed_as_such(tmp_path):
     with pytest.raises(AssertionError) as info:
         check.compare(tf32, expected, what="launch", diagnose_with=("launch", (expected,), {}))
     assert "TF32" not in str(info.value)
+
+
+@pytest.mark.sandbox
+def test_grade_sandbox_tries_cuda_inside_the_worker(mini_course):
+    from click.testing import CliRunner
+
+    from grader.cli.main import main
+
+    result = CliRunner().invoke(main, ["--course", str(mini_course), "sandbox"])
+    cuda = [line for line in result.output.splitlines() if line.strip().split(" ", 1)[-1].startswith("cuda:")]
+    assert len(cuda) == 1, result.output
+    if torch.cuda.is_available():  # the worker computed on the GPU and ran a Triton kernel, or says why not
+        assert cuda[0].lstrip().startswith(("✓ cuda:", "✗ cuda:")) and "device files" in cuda[0]
+    else:
+        assert "no CUDA device on this host" in cuda[0]
