@@ -132,3 +132,36 @@ def test_grade_sandbox_tries_cuda_inside_the_worker(mini_course):
         assert cuda[0].lstrip().startswith(("✓ cuda:", "✗ cuda:")) and "device files" in cuda[0]
     else:
         assert "no CUDA device on this host" in cuda[0]
+
+
+def test_a_gpu_worker_gets_only_its_own_gpus_device_files(tmp_path, monkeypatch):
+    from grader.sandbox import isolation
+
+    dev = tmp_path / "dev"
+    dev.mkdir()
+    for name in ("null", "zero", "full", "random", "urandom", "nvidia0", "nvidia1", "nvidiactl", "nvidia-uvm",
+                 "sda", "kvm", "fuse"):
+        (dev / name).write_text("")
+    monkeypatch.delenv(isolation.GPU_DEVICES_ENV, raising=False)
+    own = isolation.gpu_device_files(1, str(dev))
+    names = [path.rsplit("/", 1)[1] for path in own]
+    assert names == ["null", "zero", "full", "random", "urandom", "nvidiactl", "nvidia-uvm", "nvidia1"]
+    unknown = [path.rsplit("/", 1)[1] for path in isolation.gpu_device_files(None, str(dev))]
+    assert "nvidia0" in unknown and "nvidia1" in unknown and "sda" not in unknown  # GPUs only, never the rest
+    monkeypatch.setenv(isolation.GPU_DEVICES_ENV, "all")
+    assert isolation.gpu_device_files(1, str(dev)) == [str(dev)]  # the staff's way back to the whole /dev
+    monkeypatch.delenv(isolation.GPU_DEVICES_ENV)
+    base = isolation._bwrap_base(str(tmp_path), use_gpu=True)
+    binds = [base[i + 1] for i, word in enumerate(base) if word == "--dev-bind"]
+    assert "/dev" not in binds and all(path.startswith("/dev/") for path in binds)
+    assert base[base.index("--dev") + 1] == "/dev"  # bubblewrap's own minimal /dev underneath
+
+
+def test_the_own_gpu_is_read_from_the_drivers_pci_entry(tmp_path):
+    from grader.sandbox import isolation
+
+    if not torch.cuda.is_available():
+        assert isolation.own_gpu_minor(str(tmp_path)) is None  # no CUDA: cannot tell, every GPU file
+        return
+    minor = isolation.own_gpu_minor()
+    assert minor is None or f"/dev/nvidia{minor}" in isolation.worker_gpu_devices()

@@ -68,12 +68,20 @@ class HostReport:
 
 # What `grade sandbox` runs in its worker on a GPU host: a tensor computed on the GPU and a Triton
 # kernel compiled and launched there (the compiler and its cache work inside the fences), and which
-# NVIDIA device files the worker can see.
+# NVIDIA device files the worker can open.
 CUDA_PROBE = b'''import os
+
+def _opens(path):
+    try:
+        os.close(os.open(path, os.O_RDWR | os.O_CLOEXEC))
+    except OSError:
+        return False
+    return True
 
 def cuda_probe():
     import torch
-    report = {"dev": sorted(name for name in os.listdir("/dev") if name.startswith("nvidia"))}
+    report = {"dev": [name for name in [f"nvidia{i}" for i in range(16)] + ["nvidiactl", "nvidia-uvm"]
+                      if _opens(os.path.join("/dev", name))]}
     if not torch.cuda.is_available():
         return {**report, "error": "torch.cuda.is_available() is False inside the worker"}
     report["device"] = torch.cuda.get_device_name()

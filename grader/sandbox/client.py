@@ -172,6 +172,7 @@ class Sandbox:
             uid=None if (bwrap or self._slot is None) else self._slot.uid,
             landlock=self.host.landlock_abi >= 1, seccomp=not self.host.seccomp,
             read_paths=isolation.python_roots() + isolation.library_paths(self.use_gpu) + [runtime],
+            devices=isolation.worker_gpu_devices() if self.use_gpu else [],
             protected=list(self.protected))
 
     @property
