@@ -268,18 +268,18 @@ class Overreporting(KernelWorkerStandIn):
 
 
 def test_the_kernel_clock_leaves_the_blocks_overhead_out(tmp_path):
-    """Per block the stand-in clock reads 10 ms (a flush, the checksums and the reply, all outside
-    the calls): a kernel worker's figure is the calls' own time, the wall clock's that 10 ms shared."""
+    """Per block the stand-in clock reads 200 ms (a flush, the checksums and the reply, all outside
+    the calls): a kernel worker's figure is the calls' own time, the wall clock's that 200 ms shared."""
     (tmp_path / "student.py").write_text("def add(a, b):\n    return a + b\n")
     own = compare_speed(KernelWorkerStandIn(tmp_path, ("student.py",)), "add", add, CASE, device="cpu",
-                        protocol=TWO, seed=4, clock=StandInClock(0.005))
-    assert own.measured_by == "kernel" and own.verified
-    assert own.student.median_ms < 10.0 / own.calls / 2 and own.reference.median_ms < 10.0 / own.calls / 2
+                        protocol=TWO, seed=4, clock=StandInClock(0.2))
+    assert own.measured_by == "kernel" and own.verified, own.problems
+    assert own.student.median_ms < 200.0 / own.calls / 2 and own.reference.median_ms < 200.0 / own.calls / 2
     wall = compare_speed(InProcessRunner(tmp_path, ("student.py",)), "add", add, CASE, device="cpu",
-                         protocol=TWO, seed=4, clock=StandInClock(0.005))
-    assert wall.measured_by == "wall" and wall.student.median_ms == pytest.approx(5.0 / wall.calls)
+                         protocol=TWO, seed=4, clock=StandInClock(0.2))
+    assert wall.measured_by == "wall" and wall.student.median_ms == pytest.approx(200.0 / wall.calls)
     forged = compare_speed(Overreporting(tmp_path, ("student.py",)), "add", add, CASE, device="cpu",
-                           protocol=TWO, seed=4, clock=StandInClock(0.005))
+                           protocol=TWO, seed=4, clock=StandInClock(0.2))
     assert not forged.verified and "do not fit the grader's clock" in forged.problems[0]
 
 
