@@ -28,6 +28,31 @@ def _status() -> set[str]:
     return {line[3:] for line in listed.splitlines() if "__pycache__" not in line and ".ruff_cache" not in line}
 
 
+def test_the_summary_shows_a_pending_timing_test(tmp_path, capsys):
+    """A timing test without a GPU is pending: it has no score (results.json leaves it out)."""
+    sys.path.insert(0, str(ROOT / "scripts"))
+    sys.dont_write_bytecode = True
+    try:
+        import gpu_summary
+    finally:
+        sys.path.remove(str(ROOT / "scripts"))
+    data = {"score": 90.0, "tests": [
+        {"name": "flash_speed · test_flash_speed::test_speed[long]", "tags": ["flash_speed", "not_run"],
+         "output": "**Pending** (worth 5 points, not judged here)", "extra_data": {"pending": True, "max_score": 5.0}},
+        {"name": "flash_speed · test_flash_speed::test_speed[d128]", "tags": ["flash_speed"], "score": 3.0,
+         "max_score": 5.0, "status": "passed", "output": "1\\.40× the reference time"},
+        {"name": "flash_forward · test_flash_forward::test_x", "tags": ["flash_forward"], "score": 2.0,
+         "max_score": 2.0, "status": "passed", "output": ""}]}
+    path = tmp_path / "reference.json"
+    path.write_text(json.dumps(data))
+    gpu_summary.main([str(path)])
+    printed = capsys.readouterr().out
+    assert "pending/5" in printed and "3/5" in printed and "1.40×" in printed
+    tasks = gpu_summary.task_scores(data)
+    assert tasks["flash_speed"] == {"score": 3.0, "max": 10.0, "pending": 1, "tests": 2, "passed": 1}
+    assert tasks["flash_forward"]["score"] == tasks["flash_forward"]["max"] == 2.0
+
+
 @pytest.mark.slow
 @pytest.mark.sandbox
 def test_the_gpu_check_without_a_gpu_runs_every_other_step(tmp_path):
