@@ -73,11 +73,18 @@ _FWD_TILES = [(64, 32, 4, 2), (64, 64, 4, 3), (64, 64, 4, 4), (64, 128, 4, 3),
 _BWD_TILES = [(32, 32, 4, 1), (32, 64, 4, 2), (64, 64, 8, 2), (64, 128, 8, 2)]
 
 
+# COURSE_KERNELS_MAX_CONFIGS=N keeps the first N of each list (read once, at import): a correctness
+# run (scripts/gpu_check.sh) needs each kernel compiled, not tuned. The lists start with tiles that
+# fit every GPU and dtype, so a capped list still compiles everywhere; timing uses them all.
+MAX_CONFIGS = int(os.environ.get("COURSE_KERNELS_MAX_CONFIGS", "0") or 0)
+
+
 def _configs(tiles, interpreted_tile) -> list[triton.Config]:
     if INTERPRET:  # one config: the autotuner cannot benchmark without a GPU driver
         bm, bn = interpreted_tile
         return [triton.Config({"BLOCK_M": bm, "BLOCK_N": bn}, num_warps=4, num_stages=1)]
-    return [triton.Config({"BLOCK_M": bm, "BLOCK_N": bn}, num_warps=w, num_stages=s) for bm, bn, w, s in tiles]
+    kept = tiles[:MAX_CONFIGS] if MAX_CONFIGS > 0 else tiles
+    return [triton.Config({"BLOCK_M": bm, "BLOCK_N": bn}, num_warps=w, num_stages=s) for bm, bn, w, s in kept]
 
 
 def _fwd_configs() -> list[triton.Config]:

@@ -86,7 +86,8 @@ def credit(task: Task | None, outcome: TestOutcome) -> float:
         return 0.0
     timing = outcome.detail.get("timing")
     if task is not None and task.kind == "timing" and isinstance(timing, dict) and "ratio" in timing:
-        return speed_fraction(task.speed, float(timing["ratio"])) if timing.get("verified", True) else 0.0
+        ratio = float(timing.get("scored_ratio", timing["ratio"]))  # a tie with the reference: its speed
+        return speed_fraction(task.speed, ratio) if timing.get("verified", True) else 0.0
     return outcome.fraction
 
 

@@ -67,8 +67,11 @@ class SandboxRunner:
     A crash or hang while the files are imported happens for every function alike, so it ends
     the run of all of them."""
 
-    def __init__(self, sandbox: Sandbox):
+    def __init__(self, sandbox: Sandbox, kernel_worker: bool = False):
         self.sandbox = sandbox
+        # A kernel worker runs no host code of the student's (only vetted device kernels), so the
+        # grader's timer there measures each call's own time (grader.harness.timing).
+        self.trusted_call_times = kernel_worker
         self.fatal: dict[str, CallResult] = {}
         self.crashed_signatures: dict[str, dict[tuple, CallResult]] = {}  # name → signature → its crash
         self.import_failure: CallResult | None = None
@@ -125,8 +128,8 @@ class SandboxRunner:
             return skipped
         return self.sandbox.time_block(name, pool, shapes, kwargs, calls, projection_seed)
 
-    def timed_outputs(self, indices: list[int]) -> CallResult:
-        return self.sandbox.timed_outputs(indices)
+    def timed_outputs(self, indices: list[int], spans: list | None = None) -> CallResult:
+        return self.sandbox.timed_outputs(indices, spans)
 
     def frozen(self):
         return self.sandbox.frozen()
@@ -216,8 +219,12 @@ class InProcessRunner:
         self._timed = block.outputs
         return CallResult(status="ok", value={"checksums": block.checksums, "event_ms": block.event_ms})
 
-    def timed_outputs(self, indices: list[int]) -> CallResult:
-        return CallResult(status="ok", value=[self._timed[i] for i in indices])
+    def timed_outputs(self, indices: list[int], spans: list | None = None) -> CallResult:
+        from grader.harness.timing import take_spans
+
+        spans = spans or [None] * len(indices)
+        return CallResult(status="ok", value=[self._timed[i] if span is None else take_spans(self._timed[i], span)
+                                              for i, span in zip(indices, spans, strict=True)])
 
 
 class DegenerateRunner:

@@ -27,7 +27,15 @@ from grader.harness import degenerate, precision
 from grader.harness.catalogue import Diagnosis, Mutant
 from grader.harness.diagnose import diagnose, normalised_message
 from grader.harness.differences import Difference, measure_difference, outputs_match
-from grader.harness.triton_api import BF16_HINT, BF16_IN_KERNEL, KERNEL_CRASH_HINT, explain_exception
+from grader.harness.triton_api import (
+    BF16_HINT,
+    BF16_IN_KERNEL,
+    KERNEL_CRASH_HINT,
+    TF32_HINT,
+    dots_without_ieee,
+    explain_exception,
+    tf32_sized,
+)
 from grader.sandbox.client import CallResult
 from grader.sandbox.facts import CallFacts
 
@@ -169,13 +177,16 @@ class Check:
         task = manifest.task_for_function(name)
         return task.forbidden if task else ()
 
-    def _runs_a_kernel(self, name: str) -> bool:
+    def _is_kernel_task(self, name: str) -> bool:
         """Whether `name` runs a Triton kernel of the student's (its task asks for a launch, or it is a
-        launcher of the kernel contract) and this run interprets it on the CPU."""
+        launcher of the kernel contract)."""
         manifest = self.context.manifest
         task = manifest.task_for_function(name) if manifest else None
-        kernel = bool(task and ("triton_launch" in task.requires or manifest.is_launcher(name)))
-        return kernel and self.device == "cpu"
+        return bool(task and ("triton_launch" in task.requires or manifest.is_launcher(name)))
+
+    def _runs_a_kernel(self, name: str) -> bool:
+        """Whether `name` runs a Triton kernel of the student's and this run interprets it on the CPU."""
+        return self._is_kernel_task(name) and self.device == "cpu"
 
     # ---------------------------------------------------------------- calls
     def call_with_facts(self, name: str, *args, fresh_worker: bool = False,
@@ -420,7 +431,7 @@ class Check:
             if self.context.mutants:
                 found = diagnose(self.context.mutants, name, args, kwargs, actual, rtol, atol)
             if found is None:
-                found = self._source_hint(name)
+                found = self._source_hint(name, actual, expected)
         self.record["measured"] = difference.text
         self.record["problem"] = difference.to_dict()
         if found is None:
@@ -470,14 +481,19 @@ class Check:
             self.record["problem"]["precision"] = profile.to_dict()
         return found
 
-    def _source_hint(self, name: str) -> Diagnosis | None:
-        """A problem seen in the submitted source that the interpreter computes wrongly without an
-        error (tl.bfloat16): only for a kernel task run through the interpreter."""
-        if not self._runs_a_kernel(name):
+    def _source_hint(self, name: str, actual=None, expected=None) -> Diagnosis | None:
+        """A problem seen in the submitted source that the device computes wrongly without an error:
+        tl.bfloat16 in Triton's interpreter; on a GPU, a float32 result off by TF32's rounding from a
+        kernel with a tl.dot that does not ask for IEEE products."""
+        if not self._is_kernel_task(name):
             return None
         sources = getattr(self.context.runner_for(name), "sources", None)
         text = "\n".join(sources().values()) if callable(sources) else ""
-        return BF16_HINT if BF16_IN_KERNEL.search(text) else None
+        if self.device == "cpu":
+            return BF16_HINT if BF16_IN_KERNEL.search(text) else None
+        if dots_without_ieee(text) and tf32_sized(actual, expected):
+            return TF32_HINT
+        return None
 
     def _difference(self, actual, expected, rtol, atol, region) -> Difference | None:
         if isinstance(expected, (tuple, list)):
@@ -592,7 +608,7 @@ class Check:
             self._problem("timing:failed", "could not be timed", str(exc))
             raise StudentProblem("raised", f"{name} could not be timed: {exc}") from None
         section = self.section_for(name) or "§24"
-        timing = {**result.to_dict(), "cpu_timed": device == "cpu"}
+        timing = {**result.to_dict(), "cpu_timed": device == "cpu"}  # scoring reads "scored_ratio"
         if case.flops:
             timing["student_tflops"] = case.flops / (result.student.median_ms * 1e-3) / 1e12
             timing["reference_tflops"] = case.flops / (result.reference.median_ms * 1e-3) / 1e12
@@ -604,8 +620,12 @@ class Check:
                                  f"call must compute its whole output from its own inputs ({section}).")
         where = "CPU-timed, " if device == "cpu" else ""
         rate = f", {timing['student_tflops']:.1f} TFLOP/s" if case.flops and device != "cpu" else ""
-        self.record["detail"] = (f"{result.ratio:.2f}× the reference time ({where}{result.student.median_ms:.3f} ms "
-                                 f"vs {result.reference.median_ms:.3f} ms per call by the grader's clock{rate})")
+        clock = "each call's own time" if result.measured_by == "kernel" else "the grader's clock around each block"
+        tie = ", a tie: the intervals overlap" if result.verdict == "tie" else ""
+        self.record["detail"] = (f"{result.ratio:.2f}× the reference time (95% interval {result.ratio_low:.2f}–"
+                                 f"{result.ratio_high:.2f}{tie}; {where}{result.student.median_ms:.3f} ms vs "
+                                 f"{result.reference.median_ms:.3f} ms per call, {clock}, {result.rounds} paired "
+                                 f"rounds{rate})")
 
     def award(self, fraction: float, detail: str) -> None:
         """Partial credit for this test (timing): 0 ≤ fraction ≤ 1."""

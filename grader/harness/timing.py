@@ -1,25 +1,34 @@
-"""Timing a student's kernel against the reference, with evidence the worker cannot forge.
+"""Timing a student's kernel against the reference: the kernel's own time, paired, to a stop rule.
 
-The worker runs the student's calls (grader.sandbox.timer.run_block), but
-nothing it says about time is believed. Per round:
+The protocol (docs/ARCHITECTURE.md, "Timing", sets it beside triton.testing.do_bench and
+GPU MODE's evaluation):
 
-1. The trusted process picks fresh input offsets into a seeded pool and a
-   projection seed, sends them in one request, and times the whole request
-   with its own clock: wall time / calls is an upper bound of the student's
-   time per call (IPC included, kept small by making the block long).
-2. It runs the identical block for the reference, in this process, while the
-   worker's processes are stopped (SIGSTOP), timed the same way.
-3. It checks every output: the worker's checksums against the reference's
-   (a within-tolerance output passes with certainty ≥ 1 − 10⁻⁸; a skipped or
-   garbage one fails), and a few whole outputs chosen after the block.
+1. Inputs are fresh for every call (views at random offsets into a seeded pool, chosen by the
+   trusted side), and identical for the two sides within a round.
+2. What is timed is one call's own work: on a GPU a pair of CUDA events around the call, with the
+   L2 cache flushed before the start event (outside the timed region); on the CPU the call's own
+   wall clock. grader.sandbox.timer.run_block does this, the same code for both sides: the
+   student's block in the worker, the reference's in the trusted process while the worker's
+   processes are stopped (SIGSTOP). A round's figure per side is the mean over its calls.
+3. Round 0 is a warm-up (compilation, autotuning) and sizes the blocks; then rounds alternate
+   which side goes first, and each round gives one paired ratio student / reference.
+4. Rounds repeat until each side's mean and the ratio have a standard error under
+   `Protocol.target_rel_se` (1%) of their value, after at least `min_rounds`, or a cap (rounds,
+   or seconds of the trusted clock) stops them; the result says which.
+5. The ratio is the geometric mean of the paired ratios, with a 95% interval from their spread;
+   the verdict is "tie" when that interval holds 1, i.e. the paired intervals of the two sides
+   overlap (a tie scores as the reference's own speed), else "faster" or "slower".
+6. Every timed output is checked on the trusted side: the worker's float64 checksum of each
+   against the reference's, and a few outputs chosen after the block, fetched whole or, above
+   `Protocol.sample_bytes`, as random spans (so a large shape never meets the reply limit).
 
-A patched timer, an answer sent before the GPU finished, outputs cached by
-input identity or replayed from an earlier call: none of them changes the
-trusted wall clock, and the skipped work shows in the outputs, which then earn
-no speed credit. Round 0 is an untimed warm-up (compilation). Rounds
-alternate student and reference, so drift affects both alike; one timing runs
-per device at a time (grader.harness.device_lock). The worker's CUDA events are
-reported as a refinement, but the figure is never below the trusted bound.
+Whose clock is believed: a worker's own per-call times are trusted only from a worker that runs
+no host code of the student's (the kernel worker: the course's launchers, the grader's timer and
+the student's vetted device kernels, grader.intake.kernels), and even then never beyond the
+trusted process's wall clock around the block. From a worker that runs the student's host code
+(or in-process, where nothing is isolated), the figure per call is the trusted wall clock around
+the block divided by its calls, for both sides alike. One job holds the device for all its GPU
+work, and a timing holds it again (grader.harness.device_lock).
 
 Numbers only: the points come from the manifest's thresholds in grader.core.scoring.
 """
@@ -33,7 +42,7 @@ import random
 import statistics
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 import torch
 
@@ -46,14 +55,59 @@ CHECKSUM_SIGMAS = 6.0  # a within-tolerance output fails the checksum test with 
 TARGET_BLOCK_MS = {"cuda": 50.0, "cpu": 200.0}  # long enough that one request's IPC is noise
 MAX_BLOCK_BYTES = 2 << 30  # outputs kept per block (each side)
 CALL_LIMITS = {"cuda": (10, 200), "cpu": (2, 200)}
+Z_95 = 1.96  # two-sided 95% normal quantile: the confidence intervals' half-width in standard errors
+CLOCK_SLACK = 1.02  # the worker's own times may sum to at most this share of the trusted wall clock
+
+
+@dataclass(frozen=True)
+class Protocol:
+    """The stop rule and the verification sample.
+
+    Defaults differ per device (`for_device`): on a GPU a round costs tens of milliseconds, on
+    the CPU (Triton's interpreter) hundreds."""
+
+    min_rounds: int = 3
+    max_rounds: int = 40
+    target_rel_se: float = 0.01  # stop once the standard errors are under 1% of the means
+    max_seconds: float = 30.0  # of the trusted clock, for the timed rounds (the warm-up not counted)
+    samples: int = 2  # outputs per block fetched from the worker after it ran
+    sample_bytes: int = 32 << 20  # above this an output is checked on random spans of this many bytes
+    sample_spans: int = 16
+
+    @classmethod
+    def for_device(cls, device: str) -> Protocol:
+        if device.startswith("cuda"):
+            return cls()
+        return cls(min_rounds=3, max_rounds=10, max_seconds=20.0)
 
 
 @dataclass(frozen=True)
 class Summary:
+    """One side's per-call times over the timed rounds (ms): one value per round."""
+
     median_ms: float
     iqr_ms: float  # interquartile range: the spread
     min_ms: float
     n: int
+    mean_ms: float = 0.0
+    se_ms: float = 0.0  # standard error of the mean
+
+    def interval(self, z: float = Z_95) -> tuple[float, float]:
+        return self.mean_ms - z * self.se_ms, self.mean_ms + z * self.se_ms
+
+
+@dataclass(frozen=True)
+class Rounds:
+    """The paired rounds and what the stop rule concluded."""
+
+    student_ms: tuple[float, ...]
+    reference_ms: tuple[float, ...]
+    student_first: tuple[bool, ...]
+    stopped_by: str  # "spread" (standard errors under target), "rounds" or "time" (a cap)
+
+    @property
+    def ratios(self) -> tuple[float, ...]:
+        return tuple(s / r for s, r in zip(self.student_ms, self.reference_ms, strict=True))
 
 
 @dataclass(frozen=True)
@@ -68,19 +122,32 @@ class TimingCase:
 
 @dataclass(frozen=True)
 class SpeedResult:
-    student: Summary  # per call, from the trusted wall clock
+    student: Summary  # per call, by the clock `measured_by` names
     reference: Summary
-    ratio: float  # student / reference (1.0 = as fast as the reference)
-    rounds: int
+    ratio: float  # geometric mean of the paired ratios student / reference (1.0 = as fast)
+    ratio_low: float  # its 95% interval
+    ratio_high: float
+    verdict: str  # "faster", "slower" or "tie" (the ratio's interval holds 1)
+    rounds: int  # timed rounds run (the warm-up not counted)
+    stopped_by: str  # "spread", "rounds" or "time"
     calls: int  # per block
     device: str
+    measured_by: str  # "kernel" (the call's own time in the kernel worker) or "wall" (the trusted clock)
     verified: bool  # every checksum and every sampled output matched the reference
     problems: tuple[str, ...]
-    student_event_ms: float | None  # the worker's own CUDA events (shown, never used for points)
     environment: dict
+    sampled_spans: bool = False  # some sampled output was checked on spans (too large to fetch whole)
+    paired_ratios: tuple[float, ...] = field(default_factory=tuple)
+
+    @property
+    def scored_ratio(self) -> float:
+        """The ratio the speed points are read at: a tie is the reference's own speed at worst."""
+        return min(self.ratio, 1.0) if self.verdict == "tie" else self.ratio
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        data = asdict(self)
+        data["scored_ratio"] = self.scored_ratio
+        return data
 
 
 @contextlib.contextmanager
@@ -103,8 +170,8 @@ class TimingFailed(Exception):
     """The student's block did not run (raised, crashed, timed out)."""
 
 
-def summarize(samples_ms: list[float]) -> Summary:
-    """Median, interquartile range and minimum of timing samples."""
+def summarize(samples_ms: list[float] | tuple[float, ...]) -> Summary:
+    """Median, interquartile range, minimum, mean and its standard error of timing samples."""
     if not samples_ms:
         raise ValueError("no timing samples")
     ordered = sorted(samples_ms)
@@ -112,7 +179,67 @@ def summarize(samples_ms: list[float]) -> Summary:
         q1, _, q3 = statistics.quantiles(ordered, n=4)
     else:
         q1 = q3 = ordered[len(ordered) // 2]
-    return Summary(statistics.median(ordered), q3 - q1, ordered[0], len(ordered))
+    mean = statistics.fmean(ordered)
+    se = statistics.stdev(ordered) / math.sqrt(len(ordered)) if len(ordered) > 1 else math.inf
+    return Summary(statistics.median(ordered), q3 - q1, ordered[0], len(ordered), mean, se)
+
+
+def relative_se(values: list[float] | tuple[float, ...]) -> float:
+    """Standard error of the mean over the mean (inf with fewer than two values)."""
+    if len(values) < 2:
+        return math.inf
+    mean = statistics.fmean(values)
+    return statistics.stdev(values) / math.sqrt(len(values)) / abs(mean) if mean else math.inf
+
+
+def log_ratio_interval(ratios: tuple[float, ...], z: float = Z_95) -> tuple[float, float, float]:
+    """(geometric mean, low, high) of paired ratios: a normal interval on their logarithms."""
+    logs = [math.log(r) for r in ratios]
+    mean = statistics.fmean(logs)
+    se = statistics.stdev(logs) / math.sqrt(len(logs)) if len(logs) > 1 else math.inf
+    return math.exp(mean), math.exp(mean - z * se) if math.isfinite(se) else 0.0, \
+        math.exp(mean + z * se) if math.isfinite(se) else math.inf
+
+
+def verdict(ratio_low: float, ratio_high: float) -> str:
+    """"tie" when the paired ratio's interval holds 1 (the two sides' times cannot be told apart:
+    paired, their intervals overlap), else "faster" or "slower" (the student)."""
+    if ratio_low <= 1.0 <= ratio_high:
+        return "tie"
+    return "faster" if ratio_high < 1.0 else "slower"
+
+
+def run_rounds(time_round: Callable[[int, bool], tuple[float, float]], protocol: Protocol,
+               clock: Callable[[], float] = time.perf_counter) -> Rounds:
+    """The timed rounds: `time_round(index, student_first)` → (student ms, reference ms) per call.
+
+    Round `index` (from 1) puts the student first when odd, so each side goes first in half the
+    rounds. At least two rounds run (a spread needs two). Stops after `protocol.min_rounds` once
+    each side's mean and the paired log-ratio have a relative standard error under
+    `protocol.target_rel_se`, or at `max_rounds`, or once `max_seconds` of `clock` have passed
+    (checked between rounds)."""
+    started = clock()
+    student: list[float] = []
+    reference: list[float] = []
+    firsts: list[bool] = []
+    stopped_by = "rounds"
+    last = max(2, protocol.max_rounds)  # a spread needs two rounds
+    for index in range(1, last + 1):
+        first = index % 2 == 1
+        s, r = time_round(index, first)
+        student.append(s)
+        reference.append(r)
+        firsts.append(first)
+        if index >= max(2, protocol.min_rounds):
+            logs = [math.log(a / b) for a, b in zip(student, reference, strict=True)]
+            log_se = statistics.stdev(logs) / math.sqrt(len(logs))
+            if max(relative_se(student), relative_se(reference), log_se) < protocol.target_rel_se:
+                stopped_by = "spread"
+                break
+        if clock() - started >= protocol.max_seconds and index >= 2 and index < last:
+            stopped_by = "time"
+            break
+    return Rounds(tuple(student), tuple(reference), tuple(firsts), stopped_by)
 
 
 def environment() -> dict:
@@ -127,6 +254,7 @@ def environment() -> dict:
     if torch.cuda.is_available():
         info["gpu"] = torch.cuda.get_device_name()
         info["cuda"] = torch.version.cuda
+        info["capability"] = ".".join(str(v) for v in torch.cuda.get_device_capability())
         try:
             import subprocess
 
@@ -156,6 +284,25 @@ def _close(actual: object, expected: object, dtype: torch.dtype) -> bool:
     return bool(torch.allclose(actual.to(expected.device).double(), expected.double(), rtol=rtol, atol=atol))
 
 
+def sample_spans(output: torch.Tensor, protocol: Protocol, rng: random.Random) -> list[list[int]] | None:
+    """None (fetch the whole output) when it fits `protocol.sample_bytes`; else
+    `protocol.sample_spans` random [start, length] spans of its flat elements, sorted and
+    disjoint, `sample_bytes` in all, chosen by the trusted side after the block ran."""
+    if output.numel() * output.element_size() <= protocol.sample_bytes:
+        return None
+    count = max(1, protocol.sample_spans)
+    length = max(1, protocol.sample_bytes // output.element_size() // count)
+    slots = output.numel() // length  # disjoint slots of `length` elements
+    chosen = sorted(rng.sample(range(slots), k=min(count, slots)))
+    return [[slot * length, length] for slot in chosen]
+
+
+def take_spans(output: torch.Tensor, spans: list[list[int]]) -> torch.Tensor:
+    """The elements of `spans` ([start, length] of the flat output), concatenated: [Σ length]."""
+    flat = output.detach().reshape(-1)
+    return torch.cat([flat[int(start):int(start) + int(length)] for start, length in spans])
+
+
 def _calls_per_block(reference_ms: float, output_bytes: int, device: str) -> int:
     low, high = CALL_LIMITS["cuda" if device.startswith("cuda") else "cpu"]
     target = TARGET_BLOCK_MS["cuda" if device.startswith("cuda") else "cpu"]
@@ -164,68 +311,121 @@ def _calls_per_block(reference_ms: float, output_bytes: int, device: str) -> int
     return max(low, min(high, wanted, by_memory))
 
 
-def compare_speed(runner, name: str, reference_fn: Callable, case: TimingCase, *, device: str,
-                  rounds: int = 5, samples: int = 2, seed: int = 0,
-                  clock: Callable[[], float] = time.perf_counter) -> SpeedResult:
-    """Time the student's `name` (through `runner`) against `reference_fn` on fresh inputs."""
-    rng = random.Random(seed)
-    spec = PoolSpec(seed=rng.randrange(2**31), numel=pool_size(case.shapes), dtype=case.dtype, device=device)
-    pool = make_pool(spec)
-    dtype = getattr(torch, case.dtype)
-    problems: list[str] = []
-    student_ms: list[float] = []
-    reference_ms: list[float] = []
-    events: list[float] = []
-    calls = CALL_LIMITS["cuda" if device.startswith("cuda") else "cpu"][0]
-    with device_lock(device):
-        for index in range(rounds + 1):  # round 0: warm-up, compiles both kernels, untimed
-            plan = random_offsets(case.shapes, spec.numel, calls, rng)
-            projection_seed = rng.randrange(2**31)
-            started = clock()
-            result = runner.time_block(name, spec, case.shapes, case.kwargs, plan, projection_seed)
-            student_wall = clock() - started
-            if result.status != "ok":
-                raise TimingFailed(f"{result.status}: {result.detail} {result.error.get('message', '')}".strip())
-            freeze = getattr(runner, "frozen", contextlib.nullcontext)
-            with freeze(), _threads_like_the_worker(device):
-                started = clock()
-                reference = run_block(reference_fn, pool, case.shapes, plan, case.kwargs, projection_seed, device)
-                reference_wall = clock() - started
-            checksums = list(result.value.get("checksums", []))
+class _Session:
+    """One comparison's state: the pool, the block size, the problems found."""
+
+    def __init__(self, runner, name: str, reference_fn: Callable, case: TimingCase, device: str,
+                 protocol: Protocol, rng: random.Random, clock: Callable[[], float]):
+        self.runner, self.name, self.reference_fn, self.case = runner, name, reference_fn, case
+        self.device, self.protocol, self.rng, self.clock = device, protocol, rng, clock
+        self.spec = PoolSpec(seed=rng.randrange(2**31), numel=pool_size(case.shapes), dtype=case.dtype,
+                             device=device)
+        self.pool = make_pool(self.spec)
+        self.dtype = getattr(torch, case.dtype)
+        self.problems: list[str] = []
+        self.calls = CALL_LIMITS["cuda" if device.startswith("cuda") else "cpu"][0]
+        self.kernel_clock = bool(getattr(runner, "trusted_call_times", False))
+        self.spanned = False
+
+    def _student(self, plan, projection_seed: int, index: int):
+        started = self.clock()
+        result = self.runner.time_block(self.name, self.spec, self.case.shapes, self.case.kwargs, plan,
+                                        projection_seed)
+        wall_ms = (self.clock() - started) * 1e3
+        if result.status != "ok":
+            raise TimingFailed(f"{result.status}: {result.detail} {result.error.get('message', '')}".strip())
+        value = result.value if isinstance(result.value, dict) else {}
+        per_call = wall_ms / len(plan)
+        if self.kernel_clock:
+            own = value.get("event_ms", [])
+            if (len(own) == len(plan) and all(isinstance(e, (int, float)) and math.isfinite(e) and e > 0 for e in own)
+                    and sum(own) <= wall_ms * CLOCK_SLACK):
+                per_call = statistics.fmean(own)
+            else:
+                self.problems.append(f"round {index}: the worker's own call times do not fit the grader's clock")
+        return value, per_call, wall_ms
+
+    def _reference(self, plan, projection_seed: int):
+        freeze = getattr(self.runner, "frozen", contextlib.nullcontext)
+        with freeze(), _threads_like_the_worker(self.device):
+            started = self.clock()
+            block = run_block(self.reference_fn, self.pool, self.case.shapes, plan, self.case.kwargs,
+                              projection_seed, self.device)
+            wall_ms = (self.clock() - started) * 1e3
+        per_call = statistics.fmean(block.event_ms) if self.kernel_clock and block.event_ms else wall_ms / len(plan)
+        return block, per_call, wall_ms
+
+    def _verify(self, index: int, plan, value: dict, reference) -> None:
+        checksums = list(value.get("checksums", []))
+        first = next((o for o in reference.outputs if isinstance(o, torch.Tensor)), None)
+        numel = first.numel() if first is not None else 0
+        if len(checksums) != len(plan):
+            self.problems.append(f"round {index}: {len(checksums)} checksums for {len(plan)} calls")
+        else:
+            for call, (mine, theirs, output) in enumerate(zip(checksums, reference.checksums, reference.outputs,
+                                                              strict=True)):
+                if not (isinstance(mine, float) and abs(mine - theirs) <= _checksum_bound(output, self.dtype, numel)):
+                    self.problems.append(f"round {index}, call {call + 1}: the output does not match the reference")
+        chosen = sorted(self.rng.sample(range(len(plan)), k=min(self.protocol.samples, len(plan))))
+        spans = [sample_spans(reference.outputs[c], self.protocol, self.rng)
+                 if isinstance(reference.outputs[c], torch.Tensor) else None for c in chosen]
+        if any(s is not None for s in spans):
+            self.spanned = True
+            fetched = self.runner.timed_outputs(chosen, spans)
+        else:
+            fetched = self.runner.timed_outputs(chosen)
+        values = fetched.value if fetched.status == "ok" and isinstance(fetched.value, list) else []
+        if len(values) != len(chosen):
+            self.problems.append(f"round {index}: the worker did not return its timed outputs")
+            return
+        for call, span, got in zip(chosen, spans, values, strict=True):
+            expected = reference.outputs[call]
+            if span is not None:
+                expected = take_spans(expected, span)
+            if not _close(got, expected, self.dtype):
+                self.problems.append(f"round {index}, call {call + 1}: the whole output differs from the reference")
+
+    def round(self, index: int, student_first: bool) -> tuple[float, float]:
+        """One block per side on the same fresh inputs, in the order given; both checked."""
+        plan = random_offsets(self.case.shapes, self.spec.numel, self.calls, self.rng)
+        projection_seed = self.rng.randrange(2**31)
+        if student_first:
+            value, student_ms, student_wall = self._student(plan, projection_seed, index)
+            reference, reference_ms, reference_wall = self._reference(plan, projection_seed)
+        else:
+            reference, reference_ms, reference_wall = self._reference(plan, projection_seed)
+            value, student_ms, student_wall = self._student(plan, projection_seed, index)
+        self._verify(index, plan, value, reference)
+        if index == 0:  # size the blocks by the slower side, so a slow kernel cannot stretch timing
+            per_call = max(reference_wall, student_wall) / len(plan)
+            own = value.get("event_ms") if self.kernel_clock else None
+            if own and reference.event_ms and not self.problems:  # the median call: compiling was in the first
+                per_call = max(statistics.median(own), statistics.median(reference.event_ms))
             first = next((o for o in reference.outputs if isinstance(o, torch.Tensor)), None)
-            numel = first.numel() if first is not None else 0
-            if len(checksums) != len(plan):
-                problems.append(f"round {index}: {len(checksums)} checksums for {len(plan)} calls")
-            else:
-                for call, (mine, theirs, output) in enumerate(zip(checksums, reference.checksums,
-                                                                  reference.outputs, strict=True)):
-                    if not (isinstance(mine, float) and abs(mine - theirs) <= _checksum_bound(output, dtype, numel)):
-                        problems.append(f"round {index}, call {call + 1}: the output does not match the reference")
-            chosen = sorted(rng.sample(range(len(plan)), k=min(samples, len(plan))))
-            fetched = runner.timed_outputs(chosen)
-            values = fetched.value if fetched.status == "ok" and isinstance(fetched.value, list) else []
-            if len(values) != len(chosen):
-                problems.append(f"round {index}: the worker did not return its timed outputs")
-            else:
-                for call, value in zip(chosen, values, strict=True):
-                    if not _close(value, reference.outputs[call], dtype):
-                        problems.append(f"round {index}, call {call + 1}: the whole output differs from the reference")
-            if index == 0:  # size the blocks by the slower side, so a slow kernel cannot stretch timing
-                per_call = max(reference_wall, student_wall) * 1e3 / len(plan)
-                out_bytes = first.numel() * first.element_size() if first is not None else 1
-                calls = _calls_per_block(per_call, out_bytes, device)
-                continue
-            student_ms.append(student_wall * 1e3 / len(plan))
-            reference_ms.append(reference_wall * 1e3 / len(plan))
-            events += [float(e) for e in result.value.get("event_ms", []) if isinstance(e, (int, float))]
-            del reference
-    s, r = summarize(student_ms), summarize(reference_ms)
-    event_median = statistics.median(events) if events else None
-    median = max(s.median_ms, event_median or 0.0)  # a refinement never beats the trusted bound
-    s = Summary(median, s.iqr_ms, s.min_ms, s.n)
-    return SpeedResult(student=s, reference=r, ratio=s.median_ms / r.median_ms, rounds=rounds, calls=calls,
-                       device=device, verified=not problems, problems=tuple(problems[:5]),
-                       student_event_ms=event_median, environment=environment())
+            out_bytes = first.numel() * first.element_size() if first is not None else 1
+            self.calls = _calls_per_block(per_call, out_bytes, self.device)
+        del reference
+        return student_ms, reference_ms
+
+
+def compare_speed(runner, name: str, reference_fn: Callable, case: TimingCase, *, device: str,
+                  protocol: Protocol | None = None, seed: int = 0,
+                  clock: Callable[[], float] = time.perf_counter) -> SpeedResult:
+    """Time the student's `name` (through `runner`) against `reference_fn` on fresh inputs, by the
+    protocol above; `clock` is the trusted clock (a stand-in in tests)."""
+    protocol = protocol or Protocol.for_device(device)
+    session = _Session(runner, name, reference_fn, case, device, protocol, random.Random(seed), clock)
+    with device_lock(device):
+        session.round(0, True)  # warm-up: compiles and autotunes both kernels, sizes the blocks; untimed
+        rounds = run_rounds(session.round, protocol, clock)
+    s, r = summarize(rounds.student_ms), summarize(rounds.reference_ms)
+    ratio, low, high = log_ratio_interval(rounds.ratios)
+    problems = session.problems
+    return SpeedResult(student=s, reference=r, ratio=ratio, ratio_low=low, ratio_high=high, verdict=verdict(low, high),
+                       rounds=len(rounds.student_ms), stopped_by=rounds.stopped_by, calls=session.calls,
+                       device=device, measured_by="kernel" if session.kernel_clock else "wall",
+                       verified=not problems, problems=tuple(problems[:5]), environment=environment(),
+                       sampled_spans=session.spanned, paired_ratios=rounds.ratios)
 
 
 def inputs_for(case: TimingCase, device: str, seed: int = 0) -> list[torch.Tensor]:

@@ -97,6 +97,51 @@ BF16_HINT = Diagnosis(
     "before the second tl.dot; bfloat16 inputs are only tested on a GPU.",
     source="api", handout=TRITON_HANDOUT)
 
+IEEE_PRECISION = re.compile(r"""input_precision\s*=\s*['"]ieee['"]|allow_tf32\s*=\s*False""")
+TF32_RELATIVE = (2.0 ** -16, 2.0 ** -6)  # a float32 result's worst error / its largest value, if TF32 explains it
+TF32_HINT = Diagnosis(
+    "triton_tf32_products", "tl.dot without input_precision=\"ieee\": TF32 products on the GPU",
+    "§24", "On a GPU, tl.dot of float32 tiles multiplies in TF32 (10 bits of mantissa, errors about 1e-4 "
+    "of the values) unless told otherwise, and your kernel has a tl.dot without input_precision=\"ieee\", "
+    "so its float32 results miss float32's tolerance by about TF32's rounding. Triton's interpreter "
+    "multiplies in full float32, which is why this shows only on a GPU. Pass input_precision=\"ieee\" to "
+    "every tl.dot (the stub's steps do).", source="api", handout=TRITON_HANDOUT)
+
+
+def dots_without_ieee(source: str) -> int:
+    """How many `tl.dot(...)` calls of `source` do not ask for IEEE float32 products (balanced
+    parentheses, so nested calls such as tl.trans(k) are read whole)."""
+    count = 0
+    start = source.find("tl.dot(")
+    while start != -1:
+        depth, index = 0, start + len("tl.dot")
+        while index < len(source):
+            depth += {"(": 1, ")": -1}.get(source[index], 0)
+            index += 1
+            if depth == 0:
+                break
+        if not IEEE_PRECISION.search(source[start:index]):
+            count += 1
+        start = source.find("tl.dot(", index)
+    return count
+
+
+def tf32_sized(actual, expected) -> bool:
+    """Whether a float32 result's errors are TF32's size: worst error over the largest value within
+    TF32_RELATIVE (far above float32's rounding, far below a logic mistake)."""
+    import torch
+
+    if not (isinstance(actual, torch.Tensor) and isinstance(expected, torch.Tensor)) or \
+            expected.dtype != torch.float32 or actual.shape != expected.shape:
+        return False
+    a, e = actual.detach().double().cpu(), expected.detach().double().cpu()
+    if not bool(torch.isfinite(a).all()):
+        return False
+    scale = float(e.abs().max()) or 1.0
+    worst = float((a - e).abs().max()) / scale
+    return TF32_RELATIVE[0] <= worst <= TF32_RELATIVE[1]
+
+
 # A kernel run by the interpreter that ends the worker has almost always touched memory outside a
 # tensor: the interpreter loads and stores through raw addresses, so an unmasked tile that runs past
 # the last row or key reads or writes wherever that address lands.

@@ -8,6 +8,7 @@ recording.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import time
@@ -25,6 +26,7 @@ from grader.core.errors import GraderError, SandboxFailed, SandboxRefused, Unkno
 from grader.core.quiz import ANSWERS_FILE, answered_outcome, grade_quiz, load_key, load_questions
 from grader.core.records import FileProblem, GradeResult, StaticFinding, TestOutcome
 from grader.core.scoring import score
+from grader.harness.device_lock import job_device_lock
 from grader.harness.reference import course_imports, load_reference
 from grader.harness.runners import SandboxRunner
 from grader.harness.suite import run_suite
@@ -171,7 +173,9 @@ def grade(assignment: Assignment, submission: Submission, request: GradeRequest 
                       uid_range=assignment.settings.sandbox.uid_range, protected=protected,
                       switches=assignment.switches)
     kernels = _kernel_sandbox(assignment, submission, sandbox, use_gpu, protected)
+    job_lock = contextlib.ExitStack()
     try:
+        job_lock.enter_context(job_device_lock("cuda" if use_gpu else None))  # all this job's GPU work
         _sandbox_gate(sandbox.isolation, assignment, request.mode, request.allow_weak_sandbox)  # before any work
         step("starting the sandbox; static checks")
         sandbox.start()  # the worker imports torch while we run the static checks
@@ -189,7 +193,8 @@ def grade(assignment: Assignment, submission: Submission, request: GradeRequest 
                                      reference=reference, mutants=mutants, seed=seed,
                                      device="cuda" if use_gpu else "cpu", hidden=official,
                                      timing_device=timed_on,
-                                     kernel_runner=SandboxRunner(kernels) if kernels is not None else None)
+                                     kernel_runner=(SandboxRunner(kernels, kernel_worker=True)
+                                                    if kernels is not None else None))
             step("running the hidden tests" if official else "running the public tests")
             tests = assignment.hidden_tests if official else assignment.public_tests
             outcomes, errors = run_suite(tests, context, visibility="hidden" if official else "visible",
@@ -202,6 +207,7 @@ def grade(assignment: Assignment, submission: Submission, request: GradeRequest 
         sandbox.close()
         if kernels is not None:
             kernels.close()
+        job_lock.close()
     step("scoring")
     scored = manifest
     if only_task is not None:  # `grade check --task X`: X alone, its points the whole

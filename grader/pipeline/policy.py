@@ -66,25 +66,85 @@ class HostReport:
     refusal: str | None
 
 
+# What `grade sandbox` runs in its worker on a GPU host: a tensor computed on the GPU and a Triton
+# kernel compiled and launched there (the compiler and its cache work inside the fences), and which
+# NVIDIA device files the worker can open.
+CUDA_PROBE = b'''import os
+
+def _opens(path):
+    try:
+        os.close(os.open(path, os.O_RDWR | os.O_CLOEXEC))
+    except OSError:
+        return False
+    return True
+
+def cuda_probe():
+    import torch
+    report = {"dev": [name for name in [f"nvidia{i}" for i in range(16)] + ["nvidiactl", "nvidia-uvm"]
+                      if _opens(os.path.join("/dev", name))]}
+    if not torch.cuda.is_available():
+        return {**report, "error": "torch.cuda.is_available() is False inside the worker"}
+    report["device"] = torch.cuda.get_device_name()
+    x = torch.arange(8.0, device="cuda")
+    if float((x * 2).sum().cpu()) != 56.0:
+        return {**report, "error": "a tensor computed on the GPU came back wrong"}
+    try:
+        import triton
+        import triton.language as tl
+
+        @triton.jit
+        def _double(X, Y, N: tl.constexpr):
+            offsets = tl.arange(0, N)
+            tl.store(Y + offsets, tl.load(X + offsets) * 2)
+
+        y = torch.empty_like(x)
+        _double[(1,)](x, y, N=8)
+        if float(y.sum().cpu()) != 56.0:
+            return {**report, "error": "a Triton kernel ran on the GPU but wrote wrong values"}
+    except Exception as exc:
+        return {**report, "error": f"a Triton kernel could not be compiled or launched: {type(exc).__name__}: "
+                                   f"{str(exc)[:300]}"}
+    return report
+'''
+
+
+def _cuda_line(box) -> str:
+    """`grade sandbox`'s line about CUDA inside the worker (the worker's own report: a hint, shown)."""
+    if not box.use_gpu:
+        return "  - cuda: no CUDA device on this host (kernels are timed elsewhere; interpreted here)"
+    result = box.call("cuda_probe", (), {}, device="cuda", timeout_s=150)
+    value = result.value if result.status == "ok" and isinstance(result.value, dict) else {}
+    files = ", ".join(value.get("dev", [])) or "none"
+    if result.status != "ok":
+        detail = result.detail or (result.error or {}).get("message", "")
+        return f"  ✗ cuda: the probe {result.status} in the worker: {detail}"[:500]
+    if "error" in value:
+        return f"  ✗ cuda: {value['error']} (device files: {files})"
+    return f"  ✓ cuda: {value.get('device')}: a tensor and a Triton kernel ran in the worker (device files: {files})"
+
+
 def inspect_host(course: Course, settings: CourseSettings, switches: SandboxSwitches | None = None) -> HostReport:
-    """Start one worker here and report each layer it got (for `grade sandbox`)."""
+    """Start one worker here and report each layer it got, and on a GPU host whether CUDA and Triton
+    work inside it (for `grade sandbox`)."""
     from grader.sandbox.client import Sandbox, SandboxUnavailable
     from grader.sandbox.limits import SandboxLimits
 
     settings = settings.sandbox
-    with Sandbox({"probe.py": b""}, ["probe.py"], uid_range=settings.uid_range,
+    with Sandbox({"probe.py": CUDA_PROBE}, ["probe.py"], uid_range=settings.uid_range,
                  limits=SandboxLimits(submission_budget_s=180),
                  protected=(str(course.root),), switches=switches) as box:
         try:
             confirmed = box.wait_ready()
         except SandboxUnavailable as exc:
             return HostReport((f"no worker could be started: {exc}",), str(exc))
+        cuda = _cuda_line(box)
     lines = [f"level: {confirmed.level}"]
     for name in LAYER_ORDER:
         if name in confirmed.layers:
             lines.append(f"  ✓ {name}: {confirmed.details.get(name, 'on')}")
         elif name in confirmed.missing:
             lines.append(f"  ✗ {name}: {confirmed.missing[name]}")
+    lines.append(cuda)
     reason = refusal(confirmed, settings)
     lines.append(f"required for an official grade: {settings.required_text()}")
     lines.append("official grades: refused" if reason else "official grades: allowed")

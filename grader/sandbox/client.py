@@ -172,6 +172,7 @@ class Sandbox:
             uid=None if (bwrap or self._slot is None) else self._slot.uid,
             landlock=self.host.landlock_abi >= 1, seccomp=not self.host.seccomp,
             read_paths=isolation.python_roots() + isolation.library_paths(self.use_gpu) + [runtime],
+            devices=isolation.worker_gpu_devices() if self.use_gpu else [],
             protected=list(self.protected))
 
     @property
@@ -479,6 +480,13 @@ class Sandbox:
             return CallResult(status="unsupported", detail=str(reply["unsupported"]), facts=facts,
                               output=output)
         error = reply.get("error", {})
+        if reply.get("fatal") == "cuda":  # the worker ended after this reply; the next call starts a fresh one
+            self.kill()
+            message = (error.get("message", "") if isinstance(error, dict) else "")[:300]
+            return CallResult(status="crashed", error=error if isinstance(error, dict) else {}, facts=facts,
+                              detail=f"the GPU reported an error that ends the process ({message}): a read or "
+                                     f"write outside a tensor, usually a load or store without its mask",
+                              output=output)
         return CallResult(status="raised", error=error if isinstance(error, dict) else {}, facts=facts,
                           output=output)
 
@@ -496,8 +504,14 @@ class Sandbox:
                              "shapes": [list(s) for s in shapes], "kwargs": dict(kwargs), "calls": calls,
                              "projection_seed": projection_seed}, timeout_s)
 
-    def timed_outputs(self, indices: list[int], timeout_s: float | None = None) -> CallResult:
-        return self.request({"op": "timed_outputs", "indices": list(indices)}, timeout_s)
+    def timed_outputs(self, indices: list[int], spans: list | None = None,
+                      timeout_s: float | None = None) -> CallResult:
+        """Outputs of the last timed block, whole, or where `spans[i]` is a list of [start, length]
+        those elements of output `indices[i]`, flattened and concatenated (a large output)."""
+        message = {"op": "timed_outputs", "indices": list(indices)}
+        if spans is not None:
+            message["spans"] = [None if s is None else [[int(a), int(b)] for a, b in s] for s in spans]
+        return self.request(message, timeout_s)
 
     @contextlib.contextmanager
     def frozen(self) -> Iterator[None]:

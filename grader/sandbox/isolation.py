@@ -177,6 +177,47 @@ def runtime_files() -> tuple[str, ...]:
     return tuple(os.path.realpath(f) for f in files)
 
 
+GPU_DEVICES_ENV = "GRADE_GPU_DEVICES"  # "all": a GPU worker gets the host's whole /dev (the former behaviour)
+BASE_DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom")
+SHARED_GPU_DEVICES = ("nvidiactl", "nvidia-uvm", "nvidia-uvm-tools", "nvidia-modeset", "nvidia-caps")
+
+
+def own_gpu_minor(proc_root: str = "/proc/driver/nvidia/gpus") -> int | None:
+    """The device minor (N of /dev/nvidiaN) of the GPU this process computes on (CUDA's current
+    device), read from the driver's /proc entry for its PCI address; None when it cannot be told."""
+    try:
+        import torch
+
+        props = torch.cuda.get_device_properties(torch.cuda.current_device())
+        address = f"{props.pci_domain_id:04x}:{props.pci_bus_id:02x}:{props.pci_device_id:02x}.0"
+        with open(os.path.join(proc_root, address, "information")) as fh:
+            for line in fh:
+                if line.startswith("Device Minor:"):
+                    return int(line.split(":", 1)[1])
+    except Exception:  # no CUDA, an older torch without PCI fields, no /proc entry: every GPU's file
+        return None
+    return None
+
+
+def gpu_device_files(minor: int | None, dev_root: str = "/dev") -> list[str]:
+    """The device files a GPU worker gets: the ordinary ones, the driver's shared ones, and its own
+    GPU's (/dev/nvidia<minor>); every GPU's when `minor` is None (the GPU could not be told), the
+    whole of /dev when GRADE_GPU_DEVICES=all."""
+    if os.environ.get(GPU_DEVICES_ENV) == "all":
+        return [dev_root]
+    files = [os.path.join(dev_root, os.path.basename(path)) for path in BASE_DEVICES]
+    files += [os.path.join(dev_root, name) for name in SHARED_GPU_DEVICES]
+    gpus = sorted(glob.glob(os.path.join(dev_root, "nvidia[0-9]*")))
+    own = os.path.join(dev_root, f"nvidia{minor}")
+    files += [own] if minor is not None and own in gpus else gpus
+    return [path for path in files if os.path.lexists(path)]
+
+
+def worker_gpu_devices() -> list[str]:
+    """`gpu_device_files` for this host and this process's GPU."""
+    return gpu_device_files(own_gpu_minor())
+
+
 def no_gpu_here() -> bool:
     """True when this machine surely has no CUDA device for a worker (no NVIDIA device file, or none
     made visible), so a CPU worker's template may be started before torch is imported to ask."""
@@ -268,7 +309,10 @@ def _bwrap_base(runtime: str, use_gpu: bool) -> list[str]:
     """bubblewrap's namespaces with read-only system and Python folders and the runtime copy."""
     cmd = ["bwrap", "--unshare-all", "--die-with-parent", "--new-session",
            "--proc", "/proc", "--tmpfs", "/tmp", "--tmpfs", "/run"]
-    cmd += ["--dev-bind", "/dev", "/dev"] if use_gpu else ["--dev", "/dev"]
+    cmd += ["--dev", "/dev"]  # bubblewrap's own minimal /dev; a GPU worker adds its GPU's files alone
+    if use_gpu:
+        for path in worker_gpu_devices():
+            cmd += ["--dev-bind", path, path]
     for system in ("/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin", "/etc/alternatives",
                    "/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/localtime",
                    "/etc/nsswitch.conf", "/etc/passwd", "/etc/group",

@@ -46,6 +46,7 @@ class WorkerSpec:
     landlock: bool = True
     seccomp: bool = True
     read_paths: list[str] = field(default_factory=list)  # Python roots, the grader runtime
+    devices: list[str] = field(default_factory=list)  # a GPU worker's device files (isolation.gpu_device_files)
     protected: list[str] = field(default_factory=list)  # must be unreadable afterwards (course, records)
 
     def to_json(self) -> str:
@@ -97,7 +98,7 @@ def _rules(spec: WorkerSpec) -> list[landlock.Rule]:
     rules += [landlock.Rule(path, landlock.READ) for path in PROC_FILES]
     # /proc/self resolves to this pid: other processes' /proc entries stay closed.
     rules.append(landlock.Rule(f"/proc/{os.getpid()}", landlock.READ))
-    devices = ("/dev",) if spec.use_gpu else DEVICES
+    devices = (spec.devices or ["/dev"]) if spec.use_gpu else DEVICES
     rules += [landlock.Rule(path, landlock.DEVICE | landlock.READ_DIR) for path in devices]
     return rules
 

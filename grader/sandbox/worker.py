@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import re
 import signal
 import sys
 import traceback
@@ -22,6 +23,16 @@ from grader.sandbox.facts import CallFacts, changed_inputs, install_triton_count
 from grader.sandbox.limits import WORKER_TORCH_THREADS
 
 MAX_TRACEBACK_FRAMES = 8
+# Errors after which the process's CUDA context is unusable: every later call would fail with them.
+STICKY_CUDA = re.compile(r"illegal memory access|misaligned address|unspecified launch failure|device-side assert"
+                         r"|illegal instruction|CUDA_ERROR_ILLEGAL_ADDRESS|CUDA_ERROR_LAUNCH_FAILED"
+                         r"|CUDA_ERROR_MISALIGNED_ADDRESS|CUDA_ERROR_ASSERT|CUDA_ERROR_ILLEGAL_INSTRUCTION")
+
+
+def sticky_cuda_error(exc: BaseException) -> bool:
+    """Whether `exc` is a CUDA error that poisons the process's context (an out-of-bounds access
+    faulted): the worker must end after reporting it, and the next call start in a fresh one."""
+    return isinstance(exc, RuntimeError) and bool(STICKY_CUDA.search(str(exc)))
 
 
 def _student_frames(tb, workdir: str) -> list[str]:
@@ -75,6 +86,7 @@ class Worker:
         self.import_errors: dict[str, dict] = {}
         self.modules = modules
         self.timed: list = []  # outputs of the last timed block
+        self.end_after_reply = False  # a sticky CUDA error: this process's GPU context is lost
         self.pool = None
         self.pool_spec = None
 
@@ -136,7 +148,7 @@ class Worker:
                          request.get("device", "cpu")) as facts:
                 value = function(*args, **kwargs)
         except BaseException as exc:
-            return {"ok": False, "error": _summary(exc, self.workdir), "facts": facts.to_message()}
+            return self._failed(exc, {"facts": facts.to_message()})
         facts.mutated_inputs = changed_inputs(before, args, kwargs)
         try:
             value = _plain(value)
@@ -159,17 +171,32 @@ class Worker:
             block = timer.run_block(function, self.pool, request["shapes"], request["calls"],
                                     request.get("kwargs", {}), int(request["projection_seed"]), spec.device)
         except BaseException as exc:
-            return {"ok": False, "error": _summary(exc, self.workdir)}
+            return self._failed(exc, {})
         self.timed = block.outputs
         return {"ok": True, "value": {"checksums": block.checksums, "event_ms": block.event_ms}}
+
+    def _failed(self, exc: BaseException, extra: dict) -> dict:
+        """The reply for a call that raised; a sticky CUDA error also ends this worker after the reply."""
+        reply = {"ok": False, "error": _summary(exc, self.workdir), **extra}
+        if sticky_cuda_error(exc):
+            reply["fatal"] = "cuda"
+            self.end_after_reply = True
+        return reply
 
     def timed_outputs(self, request: dict) -> dict:
         """Some outputs of the last timed block, chosen by the trusted side after it ran."""
         outputs = self.timed
+        indices = request["indices"]
+        spans = request.get("spans") or [None] * len(indices)
         try:
-            value = [_plain(outputs[int(i)].cpu() if isinstance(outputs[int(i)], torch.Tensor)
-                            else outputs[int(i)]) for i in request["indices"]]
-        except (IndexError, TypeError, ValueError) as exc:
+            value = []
+            for index, span in zip(indices, spans, strict=True):
+                output = outputs[int(index)]
+                if isinstance(output, torch.Tensor) and span is not None:  # a large output: its spans only
+                    flat = output.detach().reshape(-1)
+                    output = torch.cat([flat[int(start):int(start) + int(length)] for start, length in span])
+                value.append(_plain(output.cpu() if isinstance(output, torch.Tensor) else output))
+        except (IndexError, TypeError, ValueError, RuntimeError) as exc:
             return {"ok": False, "unsupported": str(exc)}
         return {"ok": True, "value": value}
 
@@ -219,3 +246,5 @@ def main(request_fd: int, reply_fd: int, modules: list[str], layers: dict) -> No
             protocol.write_message(reply_fd, reply)
         except Exception as exc:  # e.g. a value torch.save cannot write
             protocol.write_message(reply_fd, {"ok": False, "unsupported": f"{exc}"[:500]})
+        if worker.end_after_reply:  # a poisoned CUDA context would fail every later call: end here
+            os._exit(3)

@@ -4,10 +4,12 @@ same mode (both compiled on a GPU, both in Triton's interpreter with
 `--timing-device cpu`). What is timed is the student's `_flash_fwd_kernel`, launched
 by the contract's launch_forward in the kernel worker: never torch host code.
 
-The timing protocol (grader.harness.timing) decides: fresh inputs for every call, the
-grader's own clock around each block, the reference timed between the
-student's blocks, every timed output checked. Points come from the manifest's
-speed thresholds on the ratio of per-call times. On a GPU the shapes are large
+The timing protocol (grader.harness.timing) decides: fresh inputs for every call, each
+call's own time (CUDA events on a GPU, the L2 cache flushed before each call), paired
+rounds of the student's and the reference's blocks in alternating order until the
+ratio is known to about 1%, every timed output checked by the grader. Points come
+from the manifest's speed thresholds on the geometric mean of the paired ratios (a
+tie with the reference scores as its speed). On a GPU the shapes are large
 (float16); with `grade submit --timing-device cpu` a small shape is timed
 through Triton's interpreter, and the report marks the points as CPU-timed.
 Without a timing device every test is pending, never failed. A kernel must
