@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import contextlib
 import errno
 import os
 import shutil
@@ -207,8 +208,10 @@ def test_a_bubblewrap_worker_forks_from_its_slots_template_with_namespaces_of_it
     if not isolation.bwrap_works() or isolation.nested_namespaces(None if os.geteuid() else 60000):
         pytest.skip("bubblewrap, with namespaces nested in it, is not available here")
     seen = []
-    for number in range(2):
-        with Sandbox({"w.py": NESTED, f"mine{number}.txt": b""}, ["w.py"]) as box:
+    spawned = []
+    with contextlib.ExitStack() as both:  # both workers alive at once: a namespace's id is reused once it is gone
+        for number in range(2):
+            box = both.enter_context(Sandbox({"w.py": NESTED, f"mine{number}.txt": b""}, ["w.py"]))
             assert box.wait_ready().level.startswith("bubblewrap+") and box.uses_zygote
             looked = box.call("look")
             assert looked.status == "ok", looked
@@ -224,9 +227,9 @@ def test_a_bubblewrap_worker_forks_from_its_slots_template_with_namespaces_of_it
             if box.worker_uid is not None:
                 assert looked.value["uid"] == box.worker_uid == box._nested.uid
             seen.append(worker)
-            spawned = box._supervisor_pid  # the template's fork, which ends after all of its namespace
-        assert wait_gone(spawned, time.monotonic())  # gone when the sandbox has stopped, not a moment later
-    assert all(seen[0][kind] != seen[1][kind] for kind in seen[0])  # the next worker's are fresh again
+            spawned.append(box._supervisor_pid)  # the template's fork, which ends after all of its namespace
+        assert all(seen[0][kind] != seen[1][kind] for kind in seen[0])  # the next worker's are its own
+    assert all(wait_gone(pid, time.monotonic()) for pid in spawned)  # gone when the sandbox stopped, not later
 
 
 def _python_under_tmp() -> set[str]:
