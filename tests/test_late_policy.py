@@ -127,3 +127,17 @@ def test_scores_with_overrides_round_trip_and_old_records_still_load():
     assert GradeResult.from_dict(data) == result
     data.pop("fingerprint")
     assert GradeResult.from_dict(data).fingerprint == ""
+
+
+def test_a_late_penalty_and_an_override_are_whole_hundredths_as_every_point_shown():
+    manifest = parse_manifest({
+        "id": "a", "files": ["a.py"], "deadline": DEADLINE.isoformat(),
+        "late_policy": {"grace_minutes": 0, "penalty_per_day": 0.15},
+        "tasks": [{"id": "t1", "points": 17.5, "functions": ["f"]}],
+    })
+    late = score(manifest, [TestOutcome(name="a", task="t1", status="passed", fraction=1.0)], (), at(20))
+    assert late.raw == 17.5 and late.late_penalty == 2.62 and late.total == 14.88  # not 2.625 and 14.875
+    fix = Override(task="t1", points=10.004, reason="r", author="ta1", created_at="2026-12-03T10:00:00")
+    total = Override(task=None, points=9.999, reason="r", author="ta1", created_at="2026-12-04T10:00:00")
+    now = final_score(manifest, late, at(20), overrides=[fix, total])
+    assert [t.earned for t in now.tasks] == [10.0] and now.total == 10.0
