@@ -21,7 +21,7 @@ from grader.core.manifest import load_manifest
 from grader.core.records import GradeResult, TestOutcome
 from grader.core.scoring import score
 from grader.intake.submission import Submission
-from grader.storage.gradebook import EVERY_ASSIGNMENT, SCHEMA_VERSION, Gradebook
+from grader.storage.gradebook import EVERY_ASSIGNMENT, LATER_SUBMISSION, SCHEMA_VERSION, Gradebook
 from grader.storage.roster import read_roster
 
 OLD_GRADEBOOK = Path(__file__).parent / "fixtures" / "gradebook_v0.sqlite"
@@ -119,6 +119,9 @@ def test_a_regraded_older_submission_does_not_overtake_a_newer_one(tmp_path: Pat
         book.record(result_for("eve", double=True, graded_at="2026-12-09T10:00:00+00:00", sha="a" * 64),
                     files_of("eve"))  # the older files graded again: they were still handed in first
         assert book.latest("mini")["eve"].sha256 == "b" * 64
+        history = book.history("mini", "eve")  # one row counts: the later submission's, not the regraded older one
+        assert [(g.sha256[0], g.current, g.replaced_because) for g in history] == [
+            ("a", False, "graded again"), ("b", True, None), ("a", False, LATER_SUBMISSION)]
 
 
 def test_a_gradebook_from_a_newer_grader_is_refused(tmp_path: Path):

@@ -320,7 +320,8 @@ def print_extensions(records: dict, console=None) -> None:
 def print_history(gradings: list, console=None) -> None:
     """storage.gradebook.Grading rows, oldest first per student."""
     rows = [(g.student_id, g.graded_at, f"{g.total:g} / {g.max_points:g}", g.sha256[:12],
-             "current" if g.current else f"replaced {g.replaced_at}: {g.replaced_because}") for g in gradings]
+             "current" if g.current else (f"replaced {g.replaced_at}: {g.replaced_because}" if g.replaced_at
+                                          else g.replaced_because or "")) for g in gradings]
     _table("Gradings", ("student", "graded", "total", "files", "state"), rows, console, empty="none")
 
 

@@ -292,7 +292,7 @@ def _history(book: Gradebook, assignment_id: str, standings_by_student: dict[str
             rows.append({"student": student, "graded_at": grading.graded_at, "total": grading.total,
                          "sha": grading.sha256[:12], "counts": counts,
                          "why": ("counts now" if counts else
-                                 grading.replaced_because or ("an earlier submission" if grading.current else ""))})
+                                 grading.replaced_because or "")})
     return rows
 
 

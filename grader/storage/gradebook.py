@@ -52,6 +52,7 @@ from grader.intake.submission import Submission
 
 SCHEMA_VERSION = 2
 EVERY_ASSIGNMENT = ""  # the assignment id of an extension that applies to all (from the roster)
+LATER_SUBMISSION = "a later submission counts"  # why an earlier submission's grading is not current
 STAFF_ENV = "GRADE_STAFF"  # who is recorded as the author of an override or extension
 
 BASE_SCHEMA = (  # version 0, as the first gradebooks were written
@@ -229,7 +230,7 @@ class Grading:
     total: float
     max_points: float
     fingerprint: str | None
-    current: bool  # the grading this submission has now
+    current: bool  # the grading that counts: the latest submission's current grading (one per student)
     replaced_at: str | None = None
     replaced_because: str | None = None
 
@@ -556,14 +557,18 @@ class Gradebook:
         return None if row is None else (row[0] or "")
 
     def history(self, assignment_id: str, student_id: str | None = None) -> list[Grading]:
-        """Every grading of the assignment (or of one student's submissions), oldest first:
-        the current grading of each submission and every earlier one it replaced."""
+        """Every grading of the assignment (or of one student's submissions), oldest first: the current
+        grading of each submission and every earlier one it replaced. Exactly one row per student is
+        `current`: the latest submission's grading, the one that counts; an earlier submission's is
+        replaced because LATER_SUBMISSION."""
         where, params = "assignment_id = ?", (assignment_id,)
         if student_id is not None:
             where, params = where + " AND student_id = ?", params + (student_id,)
-        current = [Grading(*row, current=True) for row in self._db.execute(
-            f"SELECT student_id, sha256, graded_at, total, max_points, fingerprint FROM submissions WHERE {where}",
-            params)]
+        counting = {record.student_id: record.sha256 for record in self._records(where, params)}  # as latest()
+        current = [Grading(*row, current=counting.get(row[0]) == row[1],
+                           replaced_because=None if counting.get(row[0]) == row[1] else LATER_SUBMISSION)
+                   for row in self._db.execute("SELECT student_id, sha256, graded_at, total, max_points, "
+                                               f"fingerprint FROM submissions WHERE {where}", params)]
         earlier = [Grading(*row[:6], current=False, replaced_at=row[6], replaced_because=row[7])
                    for row in self._db.execute(
                        "SELECT student_id, sha256, graded_at, total, max_points, fingerprint, replaced_at, "
