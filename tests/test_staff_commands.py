@@ -260,3 +260,19 @@ def test_roster_list_shows_the_class_list_and_with_everyone_who_is_not_on_it(gra
         pass
     assert grade("roster", "list", "--gradebook", str(empty)) == \
         "Roster: 0 student(s): no roster imported (grade roster import ROSTER.csv)\n"
+
+
+def test_an_extension_that_replaces_another_says_so_and_how_to_undo_it(grade, course: Path, tmp_path: Path):
+    roster = tmp_path / "roster.csv"
+    roster.write_text("id,name,email,extension_days\nada,Ada L,ada@example.org,1\n")
+    grade("roster", "import", str(roster))
+    out = grade("extension", "mini", "ada", "--hours", "12", "--reason", "asked for a day")
+    line = " ".join(out.split())
+    assert "This replaces the roster's extension for every assignment (1 day(s) more: roster extension_days)" in line
+    assert "ada now has LESS time (2026-12-02T00:00:00+00:00 instead of 2026-12-02T12:00:00+00:00)" in line
+    assert 'To undo: grade extension mini ada --clear --reason "..." (the roster\'s applies again)' in line
+    out = " ".join(grade("extension", "mini", "ada", "--days", "2", "--reason", "more").split())
+    assert "This replaces their earlier extension (12 hour(s) more: asked for a day, by ta-sam) for mini." in out
+    assert "LESS" not in out and 'To undo: grade extension mini ada --hours 12 --reason "..."' in out
+    fresh = " ".join(grade("extension", "mini", "bob", "--days", "1", "--reason", "flu").split())
+    assert "replaces" not in fresh

@@ -175,9 +175,12 @@ def extension(course: Course, assignment: str, student: str, days: float | None,
             end_extension(load_assignment(course, assignment), book, student, reason, author=author)
             click.echo(f"ended the extension of {student} for {assignment}")
             return
-        record = grant_extension(load_assignment(course, assignment), book, student, reason, days=days, hours=hours,
-                                 until=until, author=author)
-        print_extensions({student: record})
+        granted = grant_extension(load_assignment(course, assignment), book, student, reason, days=days, hours=hours,
+                                  until=until, author=author)
+        print_extensions({student: granted.record})
+        replaced = granted.replacement_line(assignment)
+        if replaced:
+            click.echo(replaced)
 
 
 @main.command()
