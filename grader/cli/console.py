@@ -317,11 +317,18 @@ def print_extensions(records: dict, console=None) -> None:
     _table("Extensions", ("student", "extension", "for", "reason", "by, when"), rows, console, empty="none")
 
 
-def print_history(gradings: list, console=None) -> None:
-    """storage.gradebook.Grading rows, oldest first per student."""
-    rows = [(g.student_id, g.graded_at, f"{g.total:g} / {g.max_points:g}", g.sha256[:12],
-             "current" if g.current else (f"replaced {g.replaced_at}: {g.replaced_because}" if g.replaced_at
-                                          else g.replaced_because or "")) for g in gradings]
+def print_history(gradings: list, console=None, lowered: dict | None = None) -> None:
+    """storage.gradebook.Grading rows, oldest first per student; `lowered`: student → the overrides below
+    what their current grading earns (render.standing.Lowered), said on that row."""
+    lowered = lowered or {}
+
+    def state(g) -> str:
+        if not g.current:
+            return f"replaced {g.replaced_at}: {g.replaced_because}" if g.replaced_at else g.replaced_because or ""
+        return "; ".join(["current", *(item.staff_line() for item in lowered.get(g.student_id, ()))])
+
+    rows = [(g.student_id, g.graded_at, f"{g.total:g} / {g.max_points:g}", g.sha256[:12], state(g))
+            for g in gradings]
     _table("Gradings", ("student", "graded", "total", "files", "state"), rows, console, empty="none")
 
 

@@ -288,7 +288,7 @@ def submit(course: Course, assignment: str, workspace: str | None, student: str 
     from grader.cli.console import ActivityProgress, print_terminal
     from grader.pipeline.grading import GradeRequest, grade, open_submission
     from grader.pipeline.record import GradebookRow, HtmlReport, ResultsJson, deliver
-    from grader.pipeline.staff import recorded_due_date
+    from grader.pipeline.staff import after_grading, recorded_due_date
     from grader.storage.gradebook import Gradebook
 
     submission = open_submission(assigned, workspace, student=student, submitted_at=submitted_at)
@@ -308,6 +308,8 @@ def submit(course: Course, assignment: str, workspace: str | None, student: str 
         with Gradebook(book_path) as book:
             for line in deliver(result, submission, [GradebookRow(book)]):
                 click.echo(line)
+            for line in after_grading(assigned, book, submission.student):
+                click.echo(f"Warning: {line}", err=True)
 
 
 # ------------------------------------------------------------------ running a class

@@ -271,6 +271,8 @@ def batch_lines(assignment: Assignment, gradebook: Gradebook, summary: BatchSumm
             change = why if before is None else f"{why}: {before:g} → {now:g}"
         if student in recorder.found_in:
             change += f"; its files were in the folder {recorder.found_in[student]}/ inside the entry"
+        if standing and outcome in ("graded", "regraded"):
+            change += "".join(f"; {lowered.staff_line()}" for lowered in standing.lowered)
         score = standing.score if standing else None
         lines.append(StudentLine(student, outcome, now, score.late_days if score else 0,
                                  score.late_penalty if score else 0.0, change))

@@ -56,6 +56,7 @@ def refresh_report(assignment: Assignment, book: Gradebook, student: str) -> Pat
         return None
     notes = [f"Course staff changed this grade: {o.task or 'the total'} {o.computed or 0:g} → {o.points:g} "
              f"points ({o.reason})." for o in standing.score.overrides]
+    notes += [lowered.student_line() for lowered in standing.lowered]
     if standing.extension:
         notes.append(f"Extension: {standing.extension.describe()} ({standing.extension.reason}); the late "
                      f"policy counts from {standing.score.due_at}.")
@@ -63,6 +64,17 @@ def refresh_report(assignment: Assignment, book: Gradebook, student: str) -> Pat
                      notes=tuple(standing.record.result.notes) + tuple(notes))
     HtmlReport(path, course.templates_dir).deliver(result, None)
     return path
+
+
+def after_grading(assignment: Assignment, book: Gradebook, student: str) -> list[str]:
+    """Once a new grading of `student` is recorded: one line for staff per override that now lowers what
+    it earns (Standing.lowered), with the command that undoes it; with any override active, the student's
+    report (at the default place) is written again with the grade as it stands."""
+    standing = standing_for(assignment.manifest, book, student)
+    if standing is None or not standing.overrides:
+        return []
+    refresh_report(assignment, book, student)
+    return [lowered.staff_line() for lowered in standing.lowered]
 
 
 def set_override(assignment: Assignment, book: Gradebook, student: str, points: float,
@@ -189,5 +201,5 @@ def recorded_due_date(gradebook_path: Path, student: str, assignment: Assignment
     return extension.applied_to(due) if extension else due
 
 
-__all__ = ["EVERY_ASSIGNMENT", "Granted", "clear_override", "end_extension", "extension_length", "grant_extension",
-           "recorded_due_date", "refresh_report", "set_override"]
+__all__ = ["EVERY_ASSIGNMENT", "Granted", "after_grading", "clear_override", "end_extension", "extension_length",
+           "grant_extension", "recorded_due_date", "refresh_report", "set_override"]

@@ -306,6 +306,9 @@ def _student_row(course: Course, manifest: Manifest, standing: Standing, name: s
     if score.overrides:
         notes.append("overridden: " + ", ".join(f"{o.task or 'total'} {_points_text(o.computed or 0)} → "
                                                 f"{_points_text(o.points)}" for o in score.overrides))
+    notes += [f"override below the latest grading: {lowered.what} {_points_text(lowered.override.points)} < "
+              f"{_points_text(lowered.earned)} earned (grade override --clear undoes it)"
+              for lowered in standing.lowered]
     if standing.extension:
         notes.append(f"extension {standing.extension.describe()}")
     if record.fingerprint != current_fingerprint:
