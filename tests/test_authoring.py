@@ -403,3 +403,23 @@ def test_narrowing_to_a_task_or_mutant_that_does_not_exist_is_refused_before_any
         validate(assignment_of(course, NEW), options=ValidateOptions(tasks=("feature_mapp",)))
     with pytest.raises(UnknownTask, match="catalogue has no mutant nope .mutants: feature_map_wrong_axis, "):
         validate(assignment_of(course, NEW), options=ValidateOptions(mutant_ids=("nope",)))
+
+
+def test_a_mutant_calling_a_reference_helper_its_catalogue_does_not_import_is_refused(course: Path):
+    edit(course / "reference" / NEW / f"{NEW}.py", "def linear_attention(x: torch.Tensor) -> torch.Tensor:\n"
+         '    """Each row of x scaled to unit length (§10)."""\n    return x / x.norm(dim=-1, keepdim=True)',
+         "def _unit_rows(x: torch.Tensor, dim: int) -> torch.Tensor:\n"
+         "    return x / x.norm(dim=dim, keepdim=True)\n\n\n"
+         "def linear_attention(x: torch.Tensor) -> torch.Tensor:\n"
+         '    """Each row of x scaled to unit length (§10)."""\n    return _unit_rows(x, -1)')
+    mutants = course / "reference" / NEW / "mutants.py"
+    edit(mutants, "def linear_attention_wrong_axis(x):\n    return x / x.norm(dim=0, keepdim=True)",
+         "def linear_attention_wrong_axis(x):\n    return _unit_rows(x, 0)")
+    found = problems(course)  # validate would run it inside the reference module, where _unit_rows exists
+    assert list(found) == ["mutants"], found
+    assert re.search(rf"reference/{NEW}/mutants\.py:\d+: mutant linear_attention_wrong_axis uses _unit_rows, which "
+                     rf"reference/{NEW}/mutants\.py neither defines nor imports: the diagnosis runs the mutant there "
+                     r"and would stop on a NameError", found["mutants"][0]), found
+    edit(mutants, "from grader.harness.catalogue import mutant\n",
+         f"from grader.harness.catalogue import mutant\nfrom reference.{NEW}.{NEW} import _unit_rows\n")
+    assert problems(course) == {}
