@@ -423,3 +423,37 @@ def test_a_mutant_calling_a_reference_helper_its_catalogue_does_not_import_is_re
     edit(mutants, "from grader.harness.catalogue import mutant\n",
          f"from grader.harness.catalogue import mutant\nfrom reference.{NEW}.{NEW} import _unit_rows\n")
     assert problems(course) == {}
+
+
+# ------------------------------------------------------------------ a broken quiz key marks nothing
+@pytest.mark.parametrize("key, words", [
+    ({"row_sum": 1}, "it has no answer for question ratio"),
+    ({"row_sum": 3, "ratio": 1.43}, "row_sum is a choice question; its answer must be the index of a choice (0 to 2)"),
+    ({"row_sum": 1, "ratio": {"tolerance": 0.03}}, "ratio is numeric; its answer must be a number"),
+])
+def test_a_broken_quiz_key_refuses_to_mark_instead_of_marking_a_right_answer_wrong(key: dict, words: str):
+    from grader.core.errors import ManifestError
+    from grader.core.quiz import grade_quiz, load_questions
+
+    questions = load_questions(MINI_COURSE / "assignments" / "mini" / "quiz.toml")
+    right = "row_sum = 1\nratio = 1.43\n"
+    assert all(o.status == "passed" for o in grade_quiz(questions, {"row_sum": 1, "ratio": 1.43}, right))
+    with pytest.raises(ManifestError, match=re.escape(words)):
+        grade_quiz(questions, key, right)
+
+
+@pytest.mark.sandbox
+@pytest.mark.slow
+def test_grade_submit_refuses_a_quiz_key_that_lacks_a_question(tmp_path: Path):
+    course = tmp_path / "course"
+    shutil.copytree(MINI_COURSE, course, ignore=shutil.ignore_patterns("__pycache__", ".grade"))
+    key = course / "reference" / "mini" / "quiz_key.toml"
+    edit(key, "ratio = { value = 1.43, tolerance = 0.03 }\n", "")
+    workspace = tmp_path / "work"
+    shutil.copytree(course / "reference" / "mini", workspace, ignore=shutil.ignore_patterns("__pycache__"))
+    (workspace / "answers.toml").write_text("row_sum = 1\nratio = 1.43\n")
+    done = CliRunner().invoke(main, ["--course", str(course), "submit", "mini", "--workspace", str(workspace),
+                                     "--student", "ada"])
+    assert done.exit_code == 2, done.output
+    assert "cannot mark this quiz: it has no answer for question ratio" in " ".join(done.output.split())
+    assert "no answer was marked" in done.output and not (course / ".grade" / "gradebook.sqlite").exists()

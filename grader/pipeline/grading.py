@@ -22,7 +22,7 @@ from grader.core.assignment import Assignment
 from grader.core.compat import UTC
 from grader.core.due import DueDate
 from grader.core.errors import GraderError, SandboxFailed, SandboxRefused, UnknownTask
-from grader.core.quiz import ANSWERS_FILE, answered_outcome, grade_quiz, load_key, load_questions
+from grader.core.quiz import ANSWERS_FILE, answered_outcome, check_key, grade_quiz, load_key, load_questions
 from grader.core.records import FileProblem, GradeResult, StaticFinding, TestOutcome
 from grader.core.scoring import score
 from grader.harness.reference import course_imports, load_reference
@@ -114,7 +114,9 @@ def _quiz_outcomes(assignment: Assignment, submission: Submission, mode: str) ->
     if not assignment.quiz_key.is_file():
         return [TestOutcome(name="quiz", task=quiz_tasks[0].id, status="pending", kind="not_run",
                             message="the quiz key is not available here", visibility="visible")]
-    return grade_quiz(questions, load_key(assignment.quiz_key), submission.text(ANSWERS_FILE), quiz_tasks[0].id)
+    key = load_key(assignment.quiz_key)
+    check_key(questions, key, assignment.quiz_key)
+    return grade_quiz(questions, key, submission.text(ANSWERS_FILE), quiz_tasks[0].id)
 
 
 def _kernel_sandbox(assignment: Assignment, submission: Submission, sandbox: Sandbox, use_gpu: bool,
