@@ -19,10 +19,11 @@ from click.testing import CliRunner
 
 from grader.cli.main import main
 from grader.core.course import Course
-from grader.core.errors import GraderError, ReleaseLeak
+from grader.core.errors import GraderError, ReleaseLeak, ValidateRequired
 from grader.harness.reference import load_reference
 from grader.pipeline.scaffold import new_assignment
 from grader.pipeline.validate import FIRST_SEED, PUBLIC_SUFFIX, ValidateOptions, validate
+from grader.pipeline.validated import shipping_check
 from grader.ship.release import release
 from tests.conftest import MINI_COURSE, ROOT, assignment_of
 
@@ -210,6 +211,7 @@ def test_the_skeleton_validates_green_and_graded_mistakes_are_named(course: Path
     assert "diagnosed as itself" in by_subject["feature_map_wrong_axis"].detail
     assert by_subject["reference"].seeds == (FIRST_SEED, FIRST_SEED + 1)
     assert any("11 to grade" in line for line in seen), seen
+    assert shipping_check(assignment_of(course, NEW), "the student bundle") == ""  # validated: it ships, unsaid
 
     # A second run grades nothing: every grading is read back by its fingerprint.
     seen.clear()
@@ -226,6 +228,8 @@ def test_the_skeleton_validates_green_and_graded_mistakes_are_named(course: Path
                                            "    if check.seed % 2:\n"
                                            "        x = x[:1, :1]\n"
                                            "    check.close(\"feature_map\", x)\n")
+    with pytest.raises(ValidateRequired, match="its files changed since its last complete validate"):
+        shipping_check(assignment_of(course, NEW), "the student bundle")
     seen.clear()
     narrowed = validate(assignment_of(course, NEW), announce=seen.append,
                         options=ValidateOptions(jobs=2, mutant_ids=("feature_map_wrong_axis",)))
@@ -457,3 +461,34 @@ def test_grade_submit_refuses_a_quiz_key_that_lacks_a_question(tmp_path: Path):
     assert done.exit_code == 2, done.output
     assert "cannot mark this quiz: it has no answer for question ratio" in " ".join(done.output.split())
     assert "no answer was marked" in done.output and not (course / ".grade" / "gradebook.sqlite").exists()
+
+
+# ------------------------------------------------------------------ shipping needs a passing validate
+def test_release_and_autograder_refuse_an_assignment_whose_last_validate_failed_or_is_stale(course: Path,
+                                                                                           tmp_path: Path):
+    def ship(*args: str) -> tuple[int, str]:
+        done = CliRunner().invoke(main, ["--course", str(course), *args])
+        return done.exit_code, " ".join(done.output.split())
+
+    code, said = ship("release", NEW, "--out", str(tmp_path / "r0"))
+    assert code == 0 and f"{NEW} was never validated here: run grade validate {NEW}" in said
+    stub = course / "reference" / NEW / f"{NEW}.py"
+    good = stub.read_text()
+    stub.write_text("def feature_map(x:\n")
+    assert not all(v.ok for v in validate(assignment_of(course, NEW)))  # complete, and failed (no pool starts)
+    for args in (("release", NEW, "--out", str(tmp_path / "r1")), ("autograder", "gradescope", NEW, "--out",
+                                                                  str(tmp_path / "a1.zip"))):
+        code, said = ship(*args)
+        assert code == 5, said
+        assert f"{NEW} is not shipped: its last complete validate (" in said and ") failed: reference, signatures" \
+            in said and "Run grade validate linear_attention until it passes (or ship it anyway with --force)" in said
+    assert not (tmp_path / "r1").exists() and not (tmp_path / "a1.zip").exists()
+    code, said = ship("release", NEW, "--out", str(tmp_path / "r2"), "--force")
+    assert code == 0 and f"Warning: shipping the student bundle of {NEW} unvalidated (--force): its last " \
+                         "complete validate (" in said and (tmp_path / "r2" / f"{NEW}.zip").is_file()
+    stub.write_text(good)  # fixed, but not validated since
+    code, said = ship("release", NEW, "--out", str(tmp_path / "r3"))
+    assert code == 5 and "its files changed since its last complete validate (" in said, said
+    assert validate(assignment_of(course, NEW), options=ValidateOptions(checks_only=True))
+    code, said = ship("release", NEW, "--out", str(tmp_path / "r4"))
+    assert code == 5 and "a later run of these files covered the consistency checks only and passed" in said, said

@@ -357,6 +357,11 @@ def batch(course: Course, assignment: str, submissions_dir: str, jobs: int | Non
     print_summary(summary)
 
 
+def force_option(command):
+    return click.option("--force", is_flag=True,
+                        help="Ship even though the last grade validate failed or is stale (said, with why).")(command)
+
+
 @main.group()
 def autograder() -> None:
     """Autograder bundles for hosted graders."""
@@ -369,14 +374,23 @@ def autograder() -> None:
 @click.option("--timeout-minutes", type=int, default=None,
               help="The autograder timeout set for the assignment on Gradescope (default: Gradescope's, "
                    "10); refused if the assignment's budget does not fit in it.")
+@force_option
 @pass_course
 @library_errors
-def autograder_gradescope(course: Course, assignment: str, out: str | None, timeout_minutes: int | None) -> None:
-    """A Gradescope autograder zip: setup.sh, run_autograder, the grader and this assignment."""
+def autograder_gradescope(course: Course, assignment: str, out: str | None, timeout_minutes: int | None,
+                          force: bool) -> None:
+    """A Gradescope autograder zip: setup.sh, run_autograder, the grader and this assignment.
+
+    Refused (exit 5) when the assignment's last complete grade validate failed or its files changed since."""
+    from grader.pipeline.validated import shipping_check
     from grader.ship.autograder import build_autograder
 
-    bundle = build_autograder(load_assignment(course, assignment), out, timeout_minutes=timeout_minutes)
+    assigned = load_assignment(course, assignment)
+    warning = shipping_check(assigned, "the autograder", force=force)
+    bundle = build_autograder(assigned, out, timeout_minutes=timeout_minutes)
     click.echo(f"autograder: {bundle}")
+    if warning:
+        click.echo(warning, err=True)
 
 
 @autograder.command("run")
@@ -406,19 +420,26 @@ def autograder_run(course: Course, assignment: str, seed: int | None) -> None:
 @click.argument("assignment")
 @click.option("--out", type=click.Path(file_okay=False), default=None,
               help="Folder for ASSIGNMENT.zip and ASSIGNMENT.ipynb (default: <course>/.grade/release).")
+@force_option
 @pass_course
 @library_errors
-def release(course: Course, assignment: str, out: str | None) -> None:
-    """The student bundle from assignments/ASSIGNMENT alone; exit 3 if anything instructor-only would ship."""
+def release(course: Course, assignment: str, out: str | None, force: bool) -> None:
+    """The student bundle from assignments/ASSIGNMENT alone; exit 3 if anything instructor-only would ship,
+    exit 5 if the assignment's last complete grade validate failed or its files changed since."""
+    from grader.pipeline.validated import shipping_check
     from grader.ship.release import release as build_release
 
-    bundle = build_release(load_assignment(course, assignment), out)
+    assigned = load_assignment(course, assignment)
+    warning = shipping_check(assigned, "the student bundle", force=force)
+    bundle = build_release(assigned, out)
     click.echo(f"{len(bundle.files)} file(s) checked: nothing from reference/ or course_kernels/")
     click.echo(f"zip: {bundle.zip_path}")
     click.echo(f"notebook: {bundle.notebook_path}")
     click.echo(f"its README installs the grader with: {bundle.install}"
                + ("" if bundle.install_configured else " (the default; course.toml's [release] install sets "
                                                        "your course's own)"))
+    if warning:
+        click.echo(warning, err=True)
 
 
 @main.command("new")

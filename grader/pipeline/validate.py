@@ -47,6 +47,7 @@ from grader.pipeline.grading import open_submission
 from grader.pipeline.jobs import GradingJob, JobResult
 from grader.pipeline.local_pool import LocalProcessExecutor
 from grader.pipeline.validate_cache import Fingerprints, ValidateCache
+from grader.pipeline.validated import EVERYTHING, record_run
 from grader.pipeline.workspaces import defining_file, patched, reference_answers, reference_workspace
 
 __all__ = ["Verdict", "ValidateOptions", "validate", "reference_answers", "reference_workspace", "defining_file",
@@ -84,6 +85,15 @@ class ValidateOptions:
     @property
     def narrowed(self) -> bool:
         return bool(self.tasks or self.mutant_ids)
+
+    @property
+    def covered(self) -> str:
+        """What a run with these options covers, in words (grader.pipeline.validated.EVERYTHING: all of it)."""
+        if self.checks_only:
+            return "the consistency checks only"
+        parts = [f"{what}: {', '.join(items)}" for what, items in (("tasks", self.tasks), ("mutants", self.mutant_ids))
+                 if items]
+        return "only " + "; ".join(parts) if parts else EVERYTHING
 
 
 @dataclass(frozen=True)
@@ -491,7 +501,8 @@ def run_gradings(assignment: Assignment, todo: list[Grading], jobs: int,
 def validate(assignment: Assignment, jobs: int | None = None, progress: Callable[[Verdict], None] | None = None,
              options: ValidateOptions | None = None, announce: Callable[[str], None] | None = None) -> list[Verdict]:
     """Consistency checks, then the reference, the stubs and every mutant graded (see the module docstring):
-    one Verdict each, handed to `progress` as it is made; `announce` hears what is about to run."""
+    one Verdict each, handed to `progress` as it is made; `announce` hears what is about to run. The run's
+    result and what it covered are recorded (grader.pipeline.validated), which release and autograder read."""
     options = options or ValidateOptions(jobs=jobs)
     if jobs is not None:
         options = replace(options, jobs=jobs)
@@ -517,6 +528,7 @@ def validate(assignment: Assignment, jobs: int | None = None, progress: Callable
         emit(Verdict(manifest.id, check.name, "", check.ok, check.detail, 0.0, manifest.max_points, check.suite))
     say(f"consistency checks: {time.perf_counter() - started:.1f} s")
     if options.checks_only or broken:
+        record_run(assignment, verdicts, options.covered)
         return verdicts
     cache = ValidateCache(assignment, enabled=options.use_cache)
     fingerprints = Fingerprints(assignment, mutants)
@@ -560,6 +572,7 @@ def validate(assignment: Assignment, jobs: int | None = None, progress: Callable
     emit(seeds_verdict(manifest, groups, seeds_of(options.seeds)))
     if not options.narrowed:
         cache.prune()
+    record_run(assignment, verdicts, options.covered)
     return verdicts
 
 
