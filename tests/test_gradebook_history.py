@@ -56,6 +56,7 @@ def test_an_old_gradebook_opens_migrated_with_all_its_data(old_copy: Path):
         before = {table: db.execute(f"SELECT * FROM {table} ORDER BY 1, 2").fetchall()
                   for table in ("students", "submission_files", "task_scores", "test_results", "batch_errors")}
         student_columns = ", ".join(row[1] for row in db.execute("PRAGMA table_info(students)"))
+        error_columns = ", ".join(row[1] for row in db.execute("PRAGMA table_info(batch_errors)"))
         old_rows = db.execute("SELECT id, student_id, sha256, total, result_json FROM submissions").fetchall()
     with Gradebook(old_copy) as book:
         assert book.version == SCHEMA_VERSION
@@ -65,7 +66,7 @@ def test_an_old_gradebook_opens_migrated_with_all_its_data(old_copy: Path):
         assert latest["ada"].fingerprint is None  # graded before fingerprints were kept
         assert book.graded_fingerprint("ada", "mini", latest["ada"].sha256) == ""  # known, but stale
         assert book.files(latest["ada"].id)["mini.py"].startswith(b'"""Mini assignment."""')
-        assert [e["student"] for e in book.errors("mini")] == ["cy"]
+        assert [(e["student"], e["kind"]) for e in book.errors("mini")] == [("cy", "grader")]  # kinds came later
         assert [(g.student_id, g.current) for g in book.history("mini")] == [("ada", True), ("bob", True)]
         assert book.overrides("mini") == [] and book.extensions("mini") == {}
         # the roster before membership was kept: students with a name or an email count as on it
@@ -73,7 +74,7 @@ def test_an_old_gradebook_opens_migrated_with_all_its_data(old_copy: Path):
                                                                        ("cy", "Cy N", None)]
     with sqlite3.connect(old_copy) as db:  # nothing was lost or rewritten
         for table, rows in before.items():
-            columns = student_columns if table == "students" else "*"
+            columns = {"students": student_columns, "batch_errors": error_columns}.get(table, "*")
             assert db.execute(f"SELECT {columns} FROM {table} ORDER BY 1, 2").fetchall() == rows, table
         assert db.execute("SELECT id, student_id, sha256, total, result_json FROM submissions").fetchall() == old_rows
         assert db.execute("SELECT COUNT(*) FROM submissions WHERE received_at = graded_at").fetchone() == (2,)

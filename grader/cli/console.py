@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from grader.core.records import PENDING, GradeResult
+from grader.core.records import GRADER_ERROR, HANDIN_PROBLEM, PENDING, GradeResult
 from grader.core.text import printable
 from grader.pipeline.batch import BatchSummary
 from grader.render.presentation import (
@@ -169,7 +169,8 @@ class RichProgress:
 
     def __call__(self, event: str, student: str, summary: BatchSummary) -> None:
         counts = (f"graded {len(summary.graded)} · skipped {len(summary.skipped)} · "
-                  f"errors {len(summary.errors)}")
+                  f"hand-in problems {len(summary.errors_of(HANDIN_PROBLEM))} · "
+                  f"grader errors {len(summary.errors_of(GRADER_ERROR))}")
         if summary.stale:
             counts += f" · stale {len(summary.stale)}"
         if self.task is None:
@@ -249,7 +250,8 @@ def print_summary(summary: BatchSummary, console=None) -> None:
         ("graded", str(len(summary.graded))),
         ("skipped (already graded)", str(len(summary.skipped))),
         ("of the graded, regraded (stale: the grading changed)", str(len(summary.stale))),
-        ("errors", str(len(summary.errors))),
+        ("hand-in problems (not readable as a submission)", str(len(summary.errors_of(HANDIN_PROBLEM)))),
+        ("grader errors", str(len(summary.errors_of(GRADER_ERROR)))),
         ("mean score of this run", "-" if mean is None else f"{mean:.2f} / {summary.max_points:g}"),
         ("time", f"{summary.elapsed_s:.1f} s"),
     )
@@ -258,7 +260,8 @@ def print_summary(summary: BatchSummary, console=None) -> None:
     console.print(table)
     print_batch_students(summary, console)
     for student, error in sorted(summary.errors.items()):
-        console.print(f"[red]✗ {escape(printable(student))}[/red]: {escape(printable(error))}")
+        what = "hand-in problem" if summary.error_kinds.get(student) == HANDIN_PROBLEM else "grader error"
+        console.print(f"[red]✗ {escape(printable(student))}[/red] ({what}): {escape(printable(error))}")
     if summary.ignored:
         ignored = printable(", ".join(summary.ignored))
         console.print(f"[yellow]ignored (not a folder, .zip or .ipynb):[/yellow] {escape(ignored)}")

@@ -29,7 +29,7 @@ from grader.core.course import Course
 from grader.core.files import write_atomic
 from grader.core.manifest import Manifest
 from grader.core.quiz import BLANK, UNREADABLE, WRONG
-from grader.core.records import FAILED, GradeResult, Score, TaskScore, TestOutcome
+from grader.core.records import FAILED, HANDIN_PROBLEM, GradeResult, Score, TaskScore, TestOutcome
 from grader.core.scoring import late_fraction
 from grader.core.text import one_line, printable_data
 from grader.render.figures import percent, png_data_uri, pyplot
@@ -360,9 +360,13 @@ def class_view_model(assignment: Assignment, book: Gradebook, *, everyone: bool 
                     for r in records]
     totals = [r.total for r in records]
     percents = [percent(t, manifest.max_points) for t in totals]
-    errors = all_errors  # every entry the grader could not grade, on the roster or not (a misnamed folder)
+    # every entry not graded, on the roster or not (a misnamed folder): the grader's failures, and the
+    # hand-ins that could not be read as a submission (an empty folder, a truncated zip), which are the student's
+    errors = [e for e in all_errors if e["kind"] != HANDIN_PROBLEM]
+    handin = [e for e in all_errors if e["kind"] == HANDIN_PROBLEM]
+    why_missing = {e["student"]: e["kind"] for e in all_errors}
     missing = [{"student": s, "name": info.get("name") or "", "email": info.get("email") or "",
-                "error": any(e["student"] == s for e in errors)}
+                "error": why_missing.get(s, "")}
                for s, info in sorted(students.items()) if s not in latest and listing.knows(s)]
     late = [{"student": r.student_id, "name": (students.get(r.student_id) or {}).get("name") or "",
              "submitted_at": r.submitted_at, "late_days": r.result.score.late_days,
@@ -382,7 +386,7 @@ def class_view_model(assignment: Assignment, book: Gradebook, *, everyone: bool 
         "generated_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "deadline": manifest.deadline.isoformat() if manifest.deadline else None,
         "counts": {"roster": len(listing.info), "graded": len(records), "missing": len(missing),
-                   "late": len(late), "errors": len(errors),
+                   "late": len(late), "errors": len(errors), "handin": len(handin),
                    "submissions": sum(r.student_id in students for r in book.submissions(assignment_id)),
                    "off_roster": len(off_roster)},
         "everyone": everyone, "off_roster": off_roster,
@@ -405,6 +409,7 @@ def class_view_model(assignment: Assignment, book: Gradebook, *, everyone: bool 
         "history": history,
         "late": late, "missing": missing,
         "errors": [{**e, "sha": e["sha256"][:12], "graded": e["student"] in latest} for e in errors],
+        "handin": [{**e, "sha": e["sha256"][:12], "graded": e["student"] in latest} for e in handin],
         "leaderboard": _leaderboard(records),
         "fast_full_marks": fast, "identical": identical, "fast_percent": round(100 * FAST_SHARE),
         "similarity": _similarity(course, manifest, book, records) if with_similarity
