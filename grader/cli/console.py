@@ -363,6 +363,16 @@ def print_replay(replay, console=None) -> None:
     same_total = replay.recorded_total == replay.replayed_total
     console.print(f"Total: recorded {replay.recorded_total:g}, replayed {replay.replayed_total:g} / "
                   f"{result.score.max_points:g}" + ("" if same_total else "  [red](differs)[/red]"))
+    if replay.stands is not None and replay.replay_stands is not None:
+        stands, again = replay.stands, replay.replay_stands
+        console.print(f"As it stands (extension and overrides applied): {stands.total:g} now; the replay would "
+                      f"stand at {again.total:g}" + ("" if stands.total == again.total else "  [red](differs)[/red]"))
+        for override in again.score.overrides:
+            console.print(f"  override of {text(override.task or 'the total')}: {override.points:g} (computed "
+                          f"{override.computed if override.computed is not None else 0:g}; {text(override.reason)}, "
+                          f"{text(override.author)})")
+        if stands.extension:
+            console.print(f"  extension: {text(stands.extension.describe())} ({text(stands.extension.reason)})")
     for name, (then, now) in replay.versions.items():
         console.print(f"[yellow]version differs:[/yellow] {text(name)} {text(then or 'none')} then, "
                       f"{text(now or 'none')} now")
