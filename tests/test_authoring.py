@@ -446,9 +446,7 @@ def test_a_broken_quiz_key_refuses_to_mark_instead_of_marking_a_right_answer_wro
         grade_quiz(questions, key, right)
 
 
-@pytest.mark.sandbox
-@pytest.mark.slow
-def test_grade_submit_refuses_a_quiz_key_that_lacks_a_question(tmp_path: Path):
+def test_grade_submit_refuses_a_quiz_key_that_lacks_a_question(tmp_path: Path):  # before any sandbox starts
     course = tmp_path / "course"
     shutil.copytree(MINI_COURSE, course, ignore=shutil.ignore_patterns("__pycache__", ".grade"))
     key = course / "reference" / "mini" / "quiz_key.toml"

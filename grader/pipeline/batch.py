@@ -167,6 +167,7 @@ class Recorder:
         self.fingerprint = fingerprint  # what this batch grades with
         self.regrading: dict[str, str] = {}  # student → why their graded files are graded again
         self.before: dict[str, float] = {}  # student → their total as it stood before this run
+        self.before_tasks: dict[str, dict[str, float]] = {}  # student → task → points graded before this run
         self.found_in: dict[str, str] = {}  # student → the folder inside their entry that was graded
 
     def error(self, entry: Entry, sha256: str, error: str, kind: str = GRADER_ERROR) -> None:
@@ -225,6 +226,7 @@ def plan(entries: list[Entry], intake: Intake, gradebook: Gradebook, recorder: R
         earlier = standing_for(manifest, gradebook, entry.student) if not entry.problem else None
         if earlier is not None:
             recorder.before[entry.student] = earlier.total
+            recorder.before_tasks[entry.student] = {t.task_id: t.earned for t in earlier.record.result.score.tasks}
         if entry.problem:  # the entry itself: misnamed, a link, not a file or folder
             recorder.error(entry, raw_sha256(entry.path), entry.problem, HANDIN_PROBLEM)
             continue
@@ -277,6 +279,8 @@ def batch_lines(assignment: Assignment, gradebook: Gradebook, summary: BatchSumm
                    FORCED if recorder.regrading.get(student) == FORCED else
                    "regraded: the grading changed" if outcome == "regraded" else "new files")
             change = why if before is None else f"{why}: {before:g} → {now:g}"
+            if before is not None and standing and student in recorder.before_tasks:
+                change += task_changes(manifest, recorder.before_tasks[student], standing.record.result.score)
         if student in recorder.found_in:
             change += f"; its files were in the folder {recorder.found_in[student]}/ inside the entry"
         if standing and outcome in ("graded", "regraded"):
@@ -285,6 +289,20 @@ def batch_lines(assignment: Assignment, gradebook: Gradebook, summary: BatchSumm
         lines.append(StudentLine(student, outcome, now, score.late_days if score else 0,
                                  score.late_penalty if score else 0.0, change))
     return lines
+
+
+def task_changes(manifest, before: dict[str, float], after) -> str:
+    """What a new grading changed, task by task, for a batch row ('; only the quiz changed: quiz 10 → 20',
+    '; changed: softmax 5 → 20', '; no task's points changed'), from the points graded (before overrides)."""
+    kinds = {task.id: task.kind for task in manifest.tasks}
+    moved = [(t.task_id, before.get(t.task_id, 0.0), t.earned) for t in after.tasks
+             if before.get(t.task_id, 0.0) != t.earned]
+    if not moved:
+        return "; no task's points changed"
+    text = ", ".join(f"{task} {old:g} → {new:g}" for task, old, new in moved)
+    if all(kinds.get(task) == "quiz" for task, _, _ in moved):
+        return f"; only the quiz changed: {text}"
+    return f"; changed: {text}"
 
 
 EXECUTORS = ("local", "ray")  # local: a process pool here; ray: actors on a Ray cluster (docs/RAY.md)

@@ -119,6 +119,13 @@ def _quiz_outcomes(assignment: Assignment, submission: Submission, mode: str) ->
     return grade_quiz(questions, key, submission.text(ANSWERS_FILE), quiz_tasks[0].id)
 
 
+def _check_quiz_key(assignment: Assignment) -> None:
+    """ManifestError when the assignment's quiz key cannot mark every question (grader.core.quiz.check_key)."""
+    if any(t.kind == "quiz" for t in assignment.manifest.tasks) and assignment.quiz_questions.is_file() \
+            and assignment.quiz_key.is_file():
+        check_key(load_questions(assignment.quiz_questions), load_key(assignment.quiz_key), assignment.quiz_key)
+
+
 def _kernel_sandbox(assignment: Assignment, submission: Submission, sandbox: Sandbox, use_gpu: bool,
                     protected: tuple[str, ...]) -> Sandbox | None:
     """The worker of a kernel contract: the student's vetted kernels and the course's launchers, and
@@ -164,6 +171,8 @@ def grade(assignment: Assignment, submission: Submission, request: GradeRequest 
                           f"(tasks: {', '.join(t.id for t in manifest.tasks)})")
     step = progress or (lambda _step: None)
     official = request.mode == "submit"
+    if official:
+        _check_quiz_key(assignment)  # a key that cannot mark the quiz refuses before any work
     seed = request.seed if request.seed is not None else random.SystemRandom().randrange(1, 2**31)
     use_gpu = torch.cuda.is_available() if request.use_gpu is None else request.use_gpu
     timed_on = resolve_timing_device(request.timing_device, use_gpu)
