@@ -404,4 +404,4 @@ def test_renderers_and_summaries_make_student_text_printable(mini_course: Path, 
                            ignored=["notes\x1b[2J.txt"])
     print_summary(summary, Console(file=buffer, color_system=None, width=200))
     assert not CONTROL.search(buffer.getvalue())
-    assert "✗ x: SubmissionError: fake" in buffer.getvalue() and "notes.txt" in buffer.getvalue()
+    assert "✗ x (grader error): SubmissionError: fake" in buffer.getvalue() and "notes.txt" in buffer.getvalue()

@@ -435,11 +435,11 @@ def release(course: Course, assignment: str, out: str | None, force: bool) -> No
     click.echo(f"{len(bundle.files)} file(s) checked: nothing from reference/ or course_kernels/")
     click.echo(f"zip: {bundle.zip_path}")
     click.echo(f"notebook: {bundle.notebook_path}")
+    if warning:
+        click.echo(warning, err=True)
     click.echo(f"its README installs the grader with: {bundle.install}"
                + ("" if bundle.install_configured else " (the default; course.toml's [release] install sets "
                                                        "your course's own)"))
-    if warning:
-        click.echo(warning, err=True)
 
 
 @main.command("new")
