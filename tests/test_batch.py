@@ -76,7 +76,9 @@ def rows(gradebook: Path, query: str) -> list[tuple]:
 @pytest.mark.sandbox  # the first of them to run grades the class (graded_class)
 def test_every_submission_is_recorded_as_expected(graded_class: GradedClass):
     assert re.search(r"graded\s*│\s*30\b", graded_class.output)
-    assert re.search(r"errors\s*│\s*2\b", graded_class.output)
+    # a broken notebook and a truncated zip: the hand-ins' problems, not the grader's
+    assert re.search(r"hand-in problems \(not readable as a submission\)\s*│\s*2\b", graded_class.output)
+    assert re.search(r"grader errors\s*│\s*0\b", graded_class.output)
     assert "ignored (not a folder, .zip or .ipynb): notes.txt" in graded_class.output
     table = graded_class.output[graded_class.output.index("Students of this run (mini)"):].splitlines()
     assert table[1] == "student\ttotal\tlate\tchanged"
@@ -84,7 +86,7 @@ def test_every_submission_is_recorded_as_expected(graded_class: GradedClass):
     zips = [s.id for s in GRADED if s.form == "zip"]  # zipped with a top folder: unwrapped, and said so
     said = "\n".join(table)
     assert all(f"its files were in the folder {student}-work/ inside the entry" in said for student in zips)
-    assert sum("\tnot graded: " in line for line in table) == len(ERRORS)
+    assert sum("\thand-in could not be read: " in line for line in table) == len(ERRORS)
     with Gradebook(graded_class.gradebook) as book:
         latest = book.latest(ASSIGNMENT)
         assert sorted(latest) == sorted(s.id for s in GRADED)
