@@ -302,5 +302,7 @@ def test_an_override_below_what_a_new_grading_earns_is_said_wherever_the_grade_s
     (entries / "bob" / "mini.py").write_text((reference / "mini.py").read_text() + "\n# handed in again\n")
     batch = " ".join(grade("batch", "mini", str(entries), "--jobs", "1").split())
     assert "is below the 40 the latest grading earns" in batch
+    report = (course / ".grade" / "reports" / "bob" / "mini.html").read_text()  # written by the batch's job, then
+    assert "sets task normalize to 30 points, below the 40 this grading earns" in report  # with the grade as it stands
     grade("override", "mini", "bob", "--task", "normalize", "--points", "12", "--reason", "copied")  # meant lower
     assert "is below" not in " ".join(grade("history", "mini", "bob").split())

@@ -65,6 +65,7 @@ from grader.pipeline.jobs import GradingJob, JobResult, describe_failure, failur
 from grader.pipeline.local_pool import LocalProcessExecutor
 from grader.pipeline.policy import require_sandbox
 from grader.pipeline.record import GradebookRow
+from grader.pipeline.staff import after_grading
 from grader.render.standing import standing_for
 from grader.storage.gradebook import ExtensionRecord, Gradebook
 from grader.storage.roster import read_timestamps
@@ -371,6 +372,9 @@ def run_batch(assignment: Assignment, submissions_dir: str | Path, gradebook: Gr
     finally:
         if own_executor and executor is not None:
             executor.shutdown(cancel=True)
+    if write_reports:  # a report the job wrote shows the grading; with staff decisions, the grade as it stands
+        for student in summary.graded:
+            after_grading(assignment, gradebook, student)
     summary.lines = batch_lines(assignment, gradebook, summary, recorder)
     summary.elapsed_s = time.perf_counter() - started
     return summary
