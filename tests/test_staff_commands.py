@@ -290,6 +290,8 @@ def test_an_override_below_what_a_new_grading_earns_is_said_wherever_the_grade_s
     assert "the override of task normalize (30, set" in out and "is below the 40 the latest grading earns" in out
     assert "so the grade counts 30" in out and undo in out
     assert csv_row(grade, "bob")["normalize"] == "30"
+    assert csv_row(grade, "bob")["note"] == ("an override set before the latest grading is below what it earns: "
+                                             "task normalize 30 < 40")
     report = (course / ".grade" / "reports" / "bob" / "mini.html").read_text()
     assert "sets task normalize to 30 points, below the 40 this grading earns" in report
     history = " ".join(grade("history", "mini", "bob").split())

@@ -93,6 +93,8 @@ def _note(standing: Standing | None, error: dict | None) -> str:
         why = f"the total is set by staff ({total.reason})" if total else "the total is not the tasks' sum"
         late = f" less {score.late_penalty:g} late" if score.late_penalty else ""
         notes.append(f"{why}: the tasks add up to {tasks:g}{late}")
+    notes += [f"an override set before the latest grading is below what it earns: {lowered.what} "
+              f"{lowered.override.points:g} < {lowered.earned:g}" for lowered in standing.lowered]
     if error and error["sha256"] != standing.record.sha256:
         notes.append(f"another hand-in was not graded ({_not_graded_text(error)}); this grade is of the files "
                      f"graded {standing.record.graded_at}")
