@@ -21,12 +21,13 @@ from click.testing import CliRunner
 from grader.authoring.authored_source import is_stub, not_implemented_message
 from grader.authoring.scaffold import new_assignment
 from grader.authoring.validate import FIRST_SEED, PUBLIC_SUFFIX, ValidateOptions, validate
+from grader.authoring.validated import shipping_check
 from grader.cli.main import main
 from grader.core.course import Course
-from grader.core.errors import GraderError, ReleaseLeak
+from grader.core.errors import GraderError, ReleaseLeak, ValidateRequired
 from grader.harness.reference import load_reference
 from grader.ship.release import release
-from tests.conftest import ROOT, assignment_of, copy_mini_course
+from tests.conftest import MINI_COURSE, ROOT, assignment_of, copy_mini_course
 
 NEW = "linear_attention"
 TASKS = ["feature_map", "linear_attention"]
@@ -212,6 +213,7 @@ def test_the_skeleton_validates_green_and_graded_mistakes_are_named(course: Path
     assert "diagnosed as itself" in by_subject["feature_map_wrong_axis"].detail
     assert by_subject["reference"].seeds == (FIRST_SEED, FIRST_SEED + 1)
     assert any("11 to grade" in line for line in seen), seen
+    assert shipping_check(assignment_of(course, NEW), "the student bundle") == ""  # validated: it ships, unsaid
 
     # A second run grades nothing: every grading is read back by its fingerprint.
     seen.clear()
@@ -228,6 +230,8 @@ def test_the_skeleton_validates_green_and_graded_mistakes_are_named(course: Path
                                            "    if check.seed % 2:\n"
                                            "        x = x[:1, :1]\n"
                                            "    check.close(\"feature_map\", x)\n")
+    with pytest.raises(ValidateRequired, match="its files changed since its last complete validate"):
+        shipping_check(assignment_of(course, NEW), "the student bundle")
     seen.clear()
     narrowed = validate(assignment_of(course, NEW), announce=seen.append,
                         options=ValidateOptions(jobs=2, mutant_ids=("feature_map_wrong_axis",)))
@@ -421,3 +425,86 @@ def test_the_one_stub_detector(body, stub, message):
     node = ast.parse(f"def f(x):\n    {body}\n").body[0]
     assert (is_stub(node), not_implemented_message(node)) == (stub, message)
 
+
+
+def test_a_mutant_calling_a_reference_helper_its_catalogue_does_not_import_is_refused(course: Path):
+    edit(course / "reference" / NEW / f"{NEW}.py", "def linear_attention(x: torch.Tensor) -> torch.Tensor:\n"
+         '    """Each row of x scaled to unit length (§10)."""\n    return x / x.norm(dim=-1, keepdim=True)',
+         "def _unit_rows(x: torch.Tensor, dim: int) -> torch.Tensor:\n"
+         "    return x / x.norm(dim=dim, keepdim=True)\n\n\n"
+         "def linear_attention(x: torch.Tensor) -> torch.Tensor:\n"
+         '    """Each row of x scaled to unit length (§10)."""\n    return _unit_rows(x, -1)')
+    mutants = course / "reference" / NEW / "mutants.py"
+    edit(mutants, "def linear_attention_wrong_axis(x):\n    return x / x.norm(dim=0, keepdim=True)",
+         "def linear_attention_wrong_axis(x):\n    return _unit_rows(x, 0)")
+    found = problems(course)  # validate would run it inside the reference module, where _unit_rows exists
+    assert list(found) == ["mutants"], found
+    assert re.search(rf"reference/{NEW}/mutants\.py:\d+: mutant linear_attention_wrong_axis uses _unit_rows, which "
+                     rf"reference/{NEW}/mutants\.py neither defines nor imports: the diagnosis runs the mutant there "
+                     r"and would stop on a NameError", found["mutants"][0]), found
+    edit(mutants, "from grader.harness.catalogue import mutant\n",
+         f"from grader.harness.catalogue import mutant\nfrom reference.{NEW}.{NEW} import _unit_rows\n")
+    assert problems(course) == {}
+
+
+# ------------------------------------------------------------------ a broken quiz key marks nothing
+@pytest.mark.parametrize("key, words", [
+    ({"row_sum": 1}, "it has no answer for question ratio"),
+    ({"row_sum": 3, "ratio": 1.43}, "row_sum is a choice question; its answer must be the index of a choice (0 to 2)"),
+    ({"row_sum": 1, "ratio": {"tolerance": 0.03}}, "ratio is numeric; its answer must be a number"),
+])
+def test_a_broken_quiz_key_refuses_to_mark_instead_of_marking_a_right_answer_wrong(key: dict, words: str):
+    from grader.core.errors import ManifestError
+    from grader.core.quiz import grade_quiz, load_questions
+
+    questions = load_questions(MINI_COURSE / "assignments" / "mini" / "quiz.toml")
+    right = "row_sum = 1\nratio = 1.43\n"
+    assert all(o.status == "passed" for o in grade_quiz(questions, {"row_sum": 1, "ratio": 1.43}, right))
+    with pytest.raises(ManifestError, match=re.escape(words)):
+        grade_quiz(questions, key, right)
+
+
+def test_grade_submit_refuses_a_quiz_key_that_lacks_a_question(tmp_path: Path):  # before any sandbox starts
+    course = tmp_path / "course"
+    copy_mini_course(course)
+    key = course / "reference" / "mini" / "quiz_key.toml"
+    edit(key, "ratio = { value = 1.43, tolerance = 0.03 }\n", "")
+    workspace = tmp_path / "work"
+    shutil.copytree(course / "reference" / "mini", workspace, ignore=shutil.ignore_patterns("__pycache__"))
+    (workspace / "answers.toml").write_text("row_sum = 1\nratio = 1.43\n")
+    done = CliRunner().invoke(main, ["--course", str(course), "submit", "mini", "--workspace", str(workspace),
+                                     "--student", "ada"])
+    assert done.exit_code == 2, done.output
+    assert "cannot mark this quiz: it has no answer for question ratio" in " ".join(done.output.split())
+    assert "no answer was marked" in done.output and not (course / ".grade" / "gradebook.sqlite").exists()
+
+
+# ------------------------------------------------------------------ shipping needs a passing validate
+def test_release_and_autograder_refuse_an_assignment_whose_last_validate_failed_or_is_stale(course: Path,
+                                                                                           tmp_path: Path):
+    def ship(*args: str) -> tuple[int, str]:
+        done = CliRunner().invoke(main, ["--course", str(course), *args])
+        return done.exit_code, " ".join(done.output.split())
+
+    code, said = ship("release", NEW, "--out", str(tmp_path / "r0"))
+    assert code == 0 and f"{NEW} was never validated here: run grade validate {NEW}" in said
+    stub = course / "reference" / NEW / f"{NEW}.py"
+    good = stub.read_text()
+    stub.write_text("def feature_map(x:\n")
+    assert not all(v.ok for v in validate(assignment_of(course, NEW)))  # complete, and failed (no pool starts)
+    for args in (("release", NEW, "--out", str(tmp_path / "r1")), ("autograder", "gradescope", NEW, "--out",
+                                                                  str(tmp_path / "a1.zip"))):
+        code, said = ship(*args)
+        assert code == 5, said
+        assert f"{NEW} is not shipped: its last complete validate (" in said and ") failed: reference, signatures" \
+            in said and "Run grade validate linear_attention until it passes (or ship it anyway with --force)" in said
+    assert not (tmp_path / "r1").exists() and not (tmp_path / "a1.zip").exists()
+    code, said = ship("release", NEW, "--out", str(tmp_path / "r2"), "--force")
+    assert code == 0 and f"Warning: shipping the student bundle of {NEW} unvalidated (--force): its last " \
+                         "complete validate (" in said and (tmp_path / "r2" / f"{NEW}.zip").is_file()
+    stub.write_text(good)  # fixed, but not validated since
+    code, said = ship("release", NEW, "--out", str(tmp_path / "r3"))
+    assert code == 5 and "its files changed since its last complete validate (" in said, said
+    assert validate(assignment_of(course, NEW), options=ValidateOptions(checks_only=True))
+    code, said = ship("release", NEW, "--out", str(tmp_path / "r4"))
+    assert code == 5 and "a later run of these files covered the consistency checks only and passed" in said, said

@@ -13,6 +13,7 @@ import io
 import json
 import re
 import sqlite3
+import zipfile
 from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
@@ -75,7 +76,9 @@ def rows(gradebook: Path, query: str) -> list[tuple]:
 @pytest.mark.sandbox  # the first of them to run grades the class (graded_class)
 def test_every_submission_is_recorded_as_expected(graded_class: GradedClass):
     assert re.search(r"graded\s*│\s*30\b", graded_class.output)
-    assert re.search(r"errors\s*│\s*2\b", graded_class.output)
+    # a broken notebook and a truncated zip: the hand-ins' problems, not the grader's
+    assert re.search(r"hand-in problems \(not readable as a submission\)\s*│\s*2\b", graded_class.output)
+    assert re.search(r"grader errors\s*│\s*0\b", graded_class.output)
     assert "ignored (not a folder, .zip or .ipynb): notes.txt" in graded_class.output
     table = graded_class.output[graded_class.output.index("Students of this run (mini)"):].splitlines()
     assert table[1] == "student\ttotal\tlate\tchanged"
@@ -83,7 +86,7 @@ def test_every_submission_is_recorded_as_expected(graded_class: GradedClass):
     zips = [s.id for s in GRADED if s.form == "zip"]  # zipped with a top folder: unwrapped, and said so
     said = "\n".join(table)
     assert all(f"its files were in the folder {student}-work/ inside the entry" in said for student in zips)
-    assert sum("\tnot graded: " in line for line in table) == len(ERRORS)
+    assert sum("\thand-in could not be read: " in line for line in table) == len(ERRORS)
     with Gradebook(graded_class.gradebook) as book:
         latest = book.latest(ASSIGNMENT)
         assert sorted(latest) == sorted(s.id for s in GRADED)
@@ -139,7 +142,7 @@ def test_csv_export_has_every_student(graded_class: GradedClass, tmp_path: Path)
     table = list(csv.DictReader(out.read_text().splitlines()))
     assert list(table[0]) == ["student", "name", "email", "total", "max", "double", "normalize", "quiz",
                               "late_penalty", "late_days", "submitted_at", "graded_at",
-                              "computed_total", "overrides", "extension"]
+                              "computed_total", "overrides", "extension", "note"]
     by_student = {row["student"]: row for row in table}
     assert set(by_student) == {s.id for s in STUDENTS} | set(ROSTER_ONLY)
     for student in GRADED:
@@ -153,6 +156,7 @@ def test_csv_export_has_every_student(graded_class: GradedClass, tmp_path: Path)
     for missing in [*ROSTER_ONLY, "s28", "s29"]:
         row = by_student[missing]
         assert row["total"] == row["double"] == row["graded_at"] == "" and row["email"]
+        assert row["note"].startswith("hand-in could not be read: SubmissionError: ") == (missing in ("s28", "s29"))
     # stdout by default, the same text
     result = invoke("--course", str(graded_class.course), "export", ASSIGNMENT, "--format", "csv",
                     "--gradebook", str(graded_class.gradebook))
@@ -182,8 +186,8 @@ def test_class_report_numbers(graded_class: GradedClass, tmp_path: Path):
     with Gradebook(graded_class.gradebook) as book:
         model = class_view_model(assignment_of(course, ASSIGNMENT), book)
     totals = [s.expected_total for s in GRADED]
-    assert model["counts"] == {"roster": 34, "graded": 30, "missing": 4, "late": 3, "errors": 2, "off_roster": 0,
-                               "submissions": 30}
+    assert model["counts"] == {"roster": 34, "graded": 30, "missing": 4, "late": 3, "errors": 0, "handin": 2,
+                               "off_roster": 0, "submissions": 30}  # a broken notebook and zip: the hand-in's
     assert model["stats"]["mean"] == pytest.approx(sum(totals) / len(totals), abs=0.01)
     assert sum(b["count"] for b in model["histogram_bins"]) == 30
     assert model["histogram_bins"][-1]["count"] == sum(t >= 90 for t in totals)
@@ -200,7 +204,9 @@ def test_class_report_numbers(graded_class: GradedClass, tmp_path: Path):
     assert tasks["double"]["misconceptions"][0]["count"] == 3
     assert {row["student"]: row["late_days"] for row in model["late"]} == {"s24": 1, "s25": 1, "s26": 4}
     assert [m["student"] for m in model["missing"]] == ["s28", "s29", "z98", "z99"]
-    assert [e["student"] for e in model["errors"]] == ["s28", "s29"]
+    assert [e["student"] for e in model["handin"]] == ["s28", "s29"] and model["errors"] == []
+    assert [(m["student"], m["error"]) for m in model["missing"]] == [("s28", "hand-in"), ("s29", "hand-in"),
+                                                                      ("z98", ""), ("z99", "")]
     assert model["leaderboard"] == []  # no timing task in this course
     # identical files: what load_submission hashes the same
     shas: dict[str, list[str]] = {}
@@ -446,3 +452,30 @@ def mini_result_dict() -> dict:
                        submission_sha256="", submission_form="folder", submitted_at=None,
                        graded_at="2026-12-01T00:00:00+00:00", seed=1, isolation="process",
                        isolation_level="process", duration_s=1.0).to_dict()
+
+
+def test_an_empty_folder_and_a_truncated_zip_are_hand_in_problems_with_a_row_in_the_export(mini_course: Path,
+                                                                                          tmp_path: Path):
+    entries = tmp_path / "entries"
+    (entries / "ada").mkdir(parents=True)  # an empty folder
+    whole = io.BytesIO()
+    with zipfile.ZipFile(whole, "w") as archive:
+        archive.writestr("mini.py", (mini_course / "reference" / "mini" / "mini.py").read_text())
+    (entries / "bob.zip").write_bytes(whole.getvalue()[:40])  # cut short
+    gradebook = tmp_path / "gb.sqlite"
+    result = invoke("--course", str(mini_course), "batch", ASSIGNMENT, str(entries), "--gradebook", str(gradebook))
+    assert result.exit_code == 0, result.output
+    said = " ".join(result.output.split())
+    assert "hand-in problems (not readable as a submission) │ 2" in said and "grader errors │ 0" in said, said
+    assert "✗ bob (hand-in problem): SubmissionError: bob.zip is not a valid zip file" in said
+    with Gradebook(gradebook) as book:
+        assert [(e["student"], e["kind"]) for e in book.errors(ASSIGNMENT)] == [("ada", "hand-in"), ("bob", "hand-in")]
+        model = class_view_model(assignment_of(mini_course, ASSIGNMENT), book, with_histogram=False,
+                                 with_similarity=False)
+    assert (model["counts"]["errors"], model["counts"]["handin"]) == (0, 2)
+    exported = invoke("--course", str(mini_course), "export", ASSIGNMENT, "--format", "csv", "--gradebook",
+                      str(gradebook))
+    rows = {row["student"]: row for row in csv.DictReader(io.StringIO(exported.stdout))}
+    assert sorted(rows) == ["ada", "bob"] and rows["ada"]["total"] == rows["bob"]["total"] == ""
+    assert rows["ada"]["note"].startswith("hand-in could not be read: SubmissionError: ada holds none of")
+    assert rows["bob"]["note"].startswith("hand-in could not be read: SubmissionError: bob.zip is not a valid zip")

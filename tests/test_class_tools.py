@@ -26,7 +26,7 @@ from grader.cli.main import main
 from grader.core.course import Course
 from grader.core.errors import ClassDataError, ReleaseLeak
 from grader.core.manifest import load_manifest
-from grader.core.records import FAILED, PASSED, GradeResult, TestOutcome
+from grader.core.records import FAILED, HANDIN_PROBLEM, PASSED, GradeResult, TestOutcome
 from grader.core.scoring import score
 from grader.intake.notebook import modules_from_notebook
 from grader.intake.submission import Submission
@@ -188,21 +188,21 @@ def gradebook(course: Path, tmp_path: Path) -> Path:
         for result, code in entries:
             book.record(result, Submission(files={"mini.py": code.encode()}, source="x", form="folder",
                                            student=result.student))
-        book.record_error("broken", "mini", "0" * 64, "SubmissionError: bad zip")
+        book.record_error("broken", "mini", "0" * 64, "SubmissionError: bad zip", HANDIN_PROBLEM)
     return path
 
 
 def test_class_report_from_a_synthetic_gradebook(course: Path, gradebook: Path, tmp_path: Path):
     with Gradebook(gradebook) as book:
         model = class_view_model(assignment_of(course, "mini"), book)
-    assert model["counts"] == {"roster": 7, "graded": 5, "missing": 2, "late": 1, "errors": 1,
+    assert model["counts"] == {"roster": 7, "graded": 5, "missing": 2, "late": 1, "errors": 0, "handin": 1,
                                "submissions": 5, "off_roster": 0}
     assert [(r["student"], r["ratio"], r["rank"], r["gpu"]) for r in model["leaderboard"]] == [
         ("slow1", 0.9, 1, "NVIDIA H100"), ("fast", 1.4, 2, "NVIDIA H100")]
     assert model["leaderboard"][0]["tflops"] == pytest.approx(111.11, abs=0.01)
     assert [r["student"] for r in model["fast_full_marks"]] == ["fast"]
     assert model["identical"] == [{"sha": "f" * 12, "students": ["twin1", "twin2"]}]
-    assert [(m["student"], m["error"]) for m in model["missing"]] == [("absent", False), ("broken", True)]
+    assert [(m["student"], m["error"]) for m in model["missing"]] == [("absent", ""), ("broken", "hand-in")]
     assert model["late"][0]["student"] == "twin2" and model["late"][0]["late_days"] == 1
     tasks = {t["id"]: t for t in model["tasks"]}
     assert tasks["normalize"]["misconceptions"][0]["students"] == ["slow2"]
@@ -213,7 +213,8 @@ def test_class_report_from_a_synthetic_gradebook(course: Path, gradebook: Path, 
     assert result.exit_code == 0, result.output
     html = out.read_text()
     assert 'data-leader="slow1" data-ratio="0.9"' in html and 'data-fast="fast"' in html
-    assert 'data-identical="twin1,twin2"' in html and 'data-error="broken"' in html
+    assert 'data-identical="twin1,twin2"' in html and 'data-handin="broken"' in html  # a hand-in problem:
+    assert 'data-error="broken"' not in html and 'id="errors" data-value="0"' in html  # not a grader error
     assert "<link" not in html and "src=\"http" not in html
 
 
@@ -233,6 +234,8 @@ def test_exports_from_a_synthetic_gradebook(course: Path, gradebook: Path, tmp_p
     assert by["absent"]["total"] == "" and by["absent"]["name"] == "A. Sent" and by["absent"]["max"] == "100"
     assert by["slow2"]["normalize"] == "0" and by["slow2"]["total"] == "60"
     assert by["twin2"]["late_days"] == "1" and by["twin2"]["late_penalty"] == "25"
+    assert by["broken"]["note"] == "hand-in could not be read: SubmissionError: bad zip"
+    assert by["absent"]["note"] == by["twin2"]["note"] == ""  # 75 - 25 late = 50: the columns add up
     assert [p.parent.name for p in written] == ["fast", "slow1", "slow2", "twin1", "twin2"]
     assert json.loads(written[2].read_text())["score"] == 60.0
     with Gradebook(gradebook) as book:
@@ -404,3 +407,21 @@ def test_run_autograder_grades_a_submission_and_explains_a_failure(course: Path,
     results = json.loads((home / "results" / "results.json").read_text())
     assert results["score"] == 0 and re.search(r"could not grade this submission: .*not a valid zip",
                                                results["output"])
+
+
+def test_without_a_roster_a_hand_in_that_could_not_be_read_has_its_row_and_a_total_override_says_why(
+        course: Path, tmp_path: Path):
+    with Gradebook(tmp_path / "gb.sqlite") as book:
+        book.record(fake_result("ada"), Submission(files={}, source="x", form="folder", student="ada"))
+        book.record_error("cy", "mini", "1" * 64, "SubmissionError: cy.zip is not a zip archive", HANDIN_PROBLEM)
+        graded = book.latest("mini")["ada"].sha256  # an override of the very grading that counts
+        book.add_override("ada", "mini", None, 88, "oral exam", sha256=graded, total_before=0, total_after=88,
+                          author="prof")
+        rows = {row["student"]: row for row in csv.DictReader(io.StringIO(export_csv(assignment_of(course, "mini"),
+                                                                                    book)))}
+    assert sorted(rows) == ["ada", "cy"]
+    assert rows["cy"]["total"] == "" and rows["cy"]["note"] == ("hand-in could not be read: SubmissionError: cy.zip "
+                                                                 "is not a zip archive")
+    tasks = sum(float(rows["ada"][t]) for t in ("double", "normalize", "quiz"))
+    assert rows["ada"]["total"] == "88" and tasks != 88
+    assert rows["ada"]["note"] == f"the total is set by staff (oral exam): the tasks add up to {tasks:g}"

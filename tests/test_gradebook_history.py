@@ -21,7 +21,7 @@ from grader.core.manifest import load_manifest
 from grader.core.records import GradeResult, TestOutcome
 from grader.core.scoring import score
 from grader.intake.submission import Submission
-from grader.storage.gradebook import EVERY_ASSIGNMENT, SCHEMA_VERSION, Gradebook
+from grader.storage.gradebook import EVERY_ASSIGNMENT, LATER_SUBMISSION, SCHEMA_VERSION, Gradebook
 from grader.storage.roster import read_roster
 
 OLD_GRADEBOOK = Path(__file__).parent / "fixtures" / "gradebook_v0.sqlite"
@@ -56,6 +56,7 @@ def test_an_old_gradebook_opens_migrated_with_all_its_data(old_copy: Path):
         before = {table: db.execute(f"SELECT * FROM {table} ORDER BY 1, 2").fetchall()
                   for table in ("students", "submission_files", "task_scores", "test_results", "batch_errors")}
         student_columns = ", ".join(row[1] for row in db.execute("PRAGMA table_info(students)"))
+        error_columns = ", ".join(row[1] for row in db.execute("PRAGMA table_info(batch_errors)"))
         old_rows = db.execute("SELECT id, student_id, sha256, total, result_json FROM submissions").fetchall()
     with Gradebook(old_copy) as book:
         assert book.version == SCHEMA_VERSION
@@ -65,7 +66,7 @@ def test_an_old_gradebook_opens_migrated_with_all_its_data(old_copy: Path):
         assert latest["ada"].fingerprint is None  # graded before fingerprints were kept
         assert book.graded_fingerprint("ada", "mini", latest["ada"].sha256) == ""  # known, but stale
         assert book.files(latest["ada"].id)["mini.py"].startswith(b'"""Mini assignment."""')
-        assert [e["student"] for e in book.errors("mini")] == ["cy"]
+        assert [(e["student"], e["kind"]) for e in book.errors("mini")] == [("cy", "grader")]  # kinds came later
         assert [(g.student_id, g.current) for g in book.history("mini")] == [("ada", True), ("bob", True)]
         assert book.overrides("mini") == [] and book.extensions("mini") == {}
         # the roster before membership was kept: students with a name or an email count as on it
@@ -73,7 +74,7 @@ def test_an_old_gradebook_opens_migrated_with_all_its_data(old_copy: Path):
                                                                        ("cy", "Cy N", None)]
     with sqlite3.connect(old_copy) as db:  # nothing was lost or rewritten
         for table, rows in before.items():
-            columns = student_columns if table == "students" else "*"
+            columns = {"students": student_columns, "batch_errors": error_columns}.get(table, "*")
             assert db.execute(f"SELECT {columns} FROM {table} ORDER BY 1, 2").fetchall() == rows, table
         assert db.execute("SELECT id, student_id, sha256, total, result_json FROM submissions").fetchall() == old_rows
         assert db.execute("SELECT COUNT(*) FROM submissions WHERE received_at = graded_at").fetchone() == (2,)
@@ -119,6 +120,9 @@ def test_a_regraded_older_submission_does_not_overtake_a_newer_one(tmp_path: Pat
         book.record(result_for("eve", double=True, graded_at="2026-12-09T10:00:00+00:00", sha="a" * 64),
                     files_of("eve"))  # the older files graded again: they were still handed in first
         assert book.latest("mini")["eve"].sha256 == "b" * 64
+        history = book.history("mini", "eve")  # one row counts: the later submission's, not the regraded older one
+        assert [(g.sha256[0], g.current, g.replaced_because) for g in history] == [
+            ("a", False, "graded again"), ("b", True, None), ("a", False, LATER_SUBMISSION)]
 
 
 def test_a_gradebook_from_a_newer_grader_is_refused(tmp_path: Path):

@@ -141,3 +141,17 @@ def test_the_one_parser_of_given_dates_wants_a_time_zone(text, error):
         with pytest.raises(error) as caught:
             parse_zoned(text)
         assert (type(caught.value) is NoTimeZone) == (error is NoTimeZone)
+
+
+def test_a_late_penalty_and_an_override_are_whole_hundredths_as_every_point_shown():
+    manifest = parse_manifest({
+        "id": "a", "files": ["a.py"], "deadline": DEADLINE.isoformat(),
+        "late_policy": {"grace_minutes": 0, "penalty_per_day": 0.15},
+        "tasks": [{"id": "t1", "points": 17.5, "functions": ["f"]}],
+    })
+    late = score(manifest, [TestOutcome(name="a", task="t1", status="passed", fraction=1.0)], (), at(20))
+    assert late.raw == 17.5 and late.late_penalty == 2.62 and late.total == 14.88  # not 2.625 and 14.875
+    fix = Override(task="t1", points=10.004, reason="r", author="ta1", created_at="2026-12-03T10:00:00")
+    total = Override(task=None, points=9.999, reason="r", author="ta1", created_at="2026-12-04T10:00:00")
+    now = final_score(manifest, late, at(20), overrides=[fix, total])
+    assert [t.earned for t in now.tasks] == [10.0] and now.total == 10.0

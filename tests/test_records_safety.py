@@ -169,14 +169,14 @@ def test_csv_cells_from_text_are_neutralised_and_numbers_stay_numbers(mini_cours
     rows = list(csv.reader(io.StringIO(text)))
     assert rows[0] == ["student", "name", "email", "total", "max", "double", "normalize", "quiz",
                        "late_penalty", "late_days", "submitted_at", "graded_at",
-                       "computed_total", "overrides", "extension"]
+                       "computed_total", "overrides", "extension", "note"]
     assert rows[1:] == [
         ["'=HYPERLINK(\"http://x\",\"y\")", "'+1 555", "'-2@x", "", "100", "", "", "", "", "", "", "",
-         "", "", ""],
-        ["'@SUM(A1)", "'\tTab", "cr@x", "", "100", "", "", "", "", "", "", "", "", "", ""],
+         "", "", "", ""],
+        ["'@SUM(A1)", "'\tTab", "cr@x", "", "100", "", "", "", "", "", "", "", "", "", "", ""],
         ["ada", "'=1+1", "'@ada", "40", "100", "0", "40", "0", "0", "0", "", "2026-12-01T13:00:00+00:00",
-         "40", "", ""],
-        ["bob", "Bob Red", "bob@x", "", "100", "", "", "", "", "", "", "", "", "", ""],
+         "40", "", "", ""],
+        ["bob", "Bob Red", "bob@x", "", "100", "", "", "", "", "", "", "", "", "", "", ""],
     ]
     assert [spreadsheet_text(v) for v in ("=x", "+x", "-x", "@x", "\tx", "\rx", "x=", "", None, "é")] == \
         ["'=x", "'+x", "'-x", "'@x", "'\tx", "x", "x=", "", "", "é"]
@@ -404,4 +404,4 @@ def test_renderers_and_summaries_make_student_text_printable(mini_course: Path, 
                            ignored=["notes\x1b[2J.txt"])
     print_summary(summary, Console(file=buffer, color_system=None, width=200))
     assert not CONTROL.search(buffer.getvalue())
-    assert "✗ x: SubmissionError: fake" in buffer.getvalue() and "notes.txt" in buffer.getvalue()
+    assert "✗ x (grader error): SubmissionError: fake" in buffer.getvalue() and "notes.txt" in buffer.getvalue()

@@ -122,6 +122,20 @@ def test_replay_after_a_hidden_test_changed_shows_each_difference_and_records_on
     assert again.exit_code == 0, again.output
 
 
+@pytest.mark.sandbox
+def test_replay_shows_the_grade_as_it_stands_beside_the_recomputed_one(graded):
+    run, gradebook, course = graded
+    set_it = run("override", "mini", "eve", "--task", "normalize", "--points", "30", "--reason", "appeal upheld",
+                 "--by", "ta-sam")
+    assert set_it.exit_code == 0, set_it.output
+    replayed = run("replay", "mini", "eve")
+    text = _flat(replayed.output)
+    assert replayed.exit_code == 0, replayed.output  # the grading itself is as recorded
+    assert "Total: recorded 60, replayed 60 / 100" in text
+    assert "As it stands (extension and overrides applied): 90 now; the replay would stand at 90" in text
+    assert "override of normalize: 30 (computed 0; appeal upheld, ta-sam)" in text
+
+
 def test_replay_refuses_a_student_never_graded_and_files_that_do_not_match(mini_course: Path, tmp_path: Path):
     gradebook = tmp_path / "gb.sqlite"
     with Gradebook(gradebook) as book:

@@ -9,6 +9,7 @@ import io
 import json
 import pickle
 import re
+import shutil
 import sqlite3
 from concurrent.futures import Future
 from datetime import datetime, timedelta
@@ -259,3 +260,51 @@ def test_roster_list_shows_the_class_list_and_with_everyone_who_is_not_on_it(gra
         pass
     assert grade("roster", "list", "--gradebook", str(empty)) == \
         "Roster: 0 student(s): no roster imported (grade roster import ROSTER.csv)\n"
+
+
+def test_an_extension_that_replaces_another_says_so_and_how_to_undo_it(grade, course: Path, tmp_path: Path):
+    roster = tmp_path / "roster.csv"
+    roster.write_text("id,name,email,extension_days\nada,Ada L,ada@example.org,1\n")
+    grade("roster", "import", str(roster))
+    out = grade("extension", "mini", "ada", "--hours", "12", "--reason", "asked for a day")
+    line = " ".join(out.split())
+    assert "This replaces the roster's extension for every assignment (1 day(s) more: roster extension_days)" in line
+    assert "ada now has LESS time (2026-12-02T00:00:00+00:00 instead of 2026-12-02T12:00:00+00:00)" in line
+    assert 'To undo: grade extension mini ada --clear --reason "..." (the roster\'s applies again)' in line
+    out = " ".join(grade("extension", "mini", "ada", "--days", "2", "--reason", "more").split())
+    assert "This replaces their earlier extension (12 hour(s) more: asked for a day, by ta-sam) for mini." in out
+    assert "LESS" not in out and 'To undo: grade extension mini ada --hours 12 --reason "..."' in out
+    fresh = " ".join(grade("extension", "mini", "bob", "--days", "1", "--reason", "flu").split())
+    assert "replaces" not in fresh
+
+
+@pytest.mark.sandbox
+@pytest.mark.slow
+def test_an_override_below_what_a_new_grading_earns_is_said_wherever_the_grade_shows(grade, course: Path,
+                                                                                    tmp_path: Path):
+    grade("submit", "mini", "--workspace", str(FAULTS / "wrong_axis"), "--student", "bob")
+    grade("override", "mini", "bob", "--task", "normalize", "--points", "30", "--reason", "partial credit")
+    reference = course / "reference" / "mini"
+    out = " ".join(grade("submit", "mini", "--workspace", str(reference), "--student", "bob").split())
+    undo = 'To undo: grade override mini bob --task normalize --clear --reason "..."'
+    assert "the override of task normalize (30, set" in out and "is below the 40 the latest grading earns" in out
+    assert "so the grade counts 30" in out and undo in out
+    assert csv_row(grade, "bob")["normalize"] == "30"
+    assert csv_row(grade, "bob")["note"] == ("an override set before the latest grading is below what it earns: "
+                                             "task normalize 30 < 40")
+    report = (course / ".grade" / "reports" / "bob" / "mini.html").read_text()
+    assert "sets task normalize to 30 points, below the 40 this grading earns" in report
+    history = " ".join(grade("history", "mini", "bob").split())
+    assert history.count("is below the 40") == 1 and undo in history
+    page = course / "class.html"
+    grade("report", "mini", "--out", str(page))
+    assert "override below the latest grading: task normalize 30 &lt; 40 earned" in page.read_text()
+    entries = tmp_path / "entries"
+    shutil.copytree(reference, entries / "bob", ignore=shutil.ignore_patterns("__pycache__"))
+    (entries / "bob" / "mini.py").write_text((reference / "mini.py").read_text() + "\n# handed in again\n")
+    batch = " ".join(grade("batch", "mini", str(entries), "--jobs", "1").split())
+    assert "is below the 40 the latest grading earns" in batch
+    report = (course / ".grade" / "reports" / "bob" / "mini.html").read_text()  # written by the batch's job, then
+    assert "sets task normalize to 30 points, below the 40 this grading earns" in report  # with the grade as it stands
+    grade("override", "mini", "bob", "--task", "normalize", "--points", "12", "--reason", "copied")  # meant lower
+    assert "is below" not in " ".join(grade("history", "mini", "bob").split())

@@ -91,7 +91,8 @@ def test_a_batch_after_a_task_is_added_regrades_everyone_and_keeps_the_earlier_g
     assert len(rows) == 3  # the table per student says what changed, and the totals before and after
     for student, total, _, changed in rows:
         expected = 10.0 if BY_ID[student].kind != "syntax" else 0.0
-        assert changed == f"regraded: the grading changed: {before[student]:g} → {before[student] + expected:g}"
+        assert changed == (f"regraded: the grading changed: {before[student]:g} → {before[student] + expected:g}"
+                           + ("; changed: scale 0 → 10" if expected else "; no task's points changed"))
         assert total == f"{before[student] + expected:g} / 110"
     with Gradebook(gradebook) as book:
         latest = book.latest(ASSIGNMENT)
@@ -108,3 +109,20 @@ def test_a_batch_after_a_task_is_added_regrades_everyone_and_keeps_the_earlier_g
                                                 "grader changed")
     settled = batch(course, submissions, gradebook)  # graded by what is there now: nothing left to do
     assert (count(settled, "graded"), count(settled, "skipped (already graded)")) == (0, 3)
+
+
+@pytest.mark.sandbox
+@pytest.mark.slow
+def test_a_regrade_after_a_quiz_key_edit_says_only_the_quiz_changed(tmp_path: Path):
+    course, submissions = build_class(tmp_path, CLASS)
+    gradebook = tmp_path / "gradebook.sqlite"
+    batch(course, submissions, gradebook)
+    key = course / "reference" / ASSIGNMENT / "quiz_key.toml"
+    key.write_text(key.read_text().replace("ratio = { value = 1.43, tolerance = 0.03 }",
+                                           "ratio = { value = 1.5, tolerance = 0.03 }"))  # a key corrected, wrongly
+    stale = batch(course, submissions, gradebook)
+    rows = {line.split("\t")[0]: line.split("\t")[3] for line in stale.splitlines()
+            if "\tregraded: the grading changed: " in line}
+    assert rows == {"s01": "regraded: the grading changed: 100 → 90; only the quiz changed: quiz 20 → 10",
+                    "s08": "regraded: the grading changed: 60 → 50; only the quiz changed: quiz 20 → 10",
+                    "s16": "regraded: the grading changed: 20 → 10; only the quiz changed: quiz 20 → 10"}, stale

@@ -16,8 +16,9 @@ or pytest's collection) and says what disagrees, where, and how to fix it:
 * **sections**: every "§N" cited anywhere in the assignment is a section of the lecture;
 * **reference calls**: no reference function calls another task's function (a mutant of that one
   would cost points on both tasks);
-* **mutants**: ids unique, each owned by a task, its parameters the reference's, its names the
-  reference module's, its patch applying once, and never the reference's own code;
+* **mutants**: ids unique, each owned by a task, its parameters the reference's, its names both the
+  reference module's (validate runs it there) and the catalogue module's (the diagnosis runs it
+  there), its patch applying once, and never the reference's own code;
 * **handout**: the handout's points table says what the manifest says.
 """
 
@@ -363,6 +364,7 @@ def mutant_problems(authored: Authored, mutants: list[Mutant]) -> list[str]:
         missing = [what for what in ("title", "section", "explanation") if not getattr(mutant, what).strip()]
         if missing:
             problems.append(f"{where} has no {', '.join(missing)}: the feedback a student reads is made of them")
+        problems += _catalogue_name_problems(mutant, where, catalogue)
         if mutant.patch:
             problems += _patch_problems(authored, mutant, where)
             continue
@@ -387,6 +389,22 @@ def mutant_problems(authored: Authored, mutants: list[Mutant]) -> list[str]:
                             f"define: grade validate runs the mutant inside that module, so define them there "
                             f"(a private helper) or write them out in the mutant")
     return problems
+
+
+def _catalogue_name_problems(mutant: Mutant, where: str, catalogue: str) -> list[str]:
+    """The diagnosis runs `mutant.fn` in the catalogue module itself (its globals, plus the `vary` names): a
+    name the body reads that the module neither defines nor imports raises NameError there, and the mutant
+    can never be named, whatever validate (which runs it inside the reference module) saw."""
+    node = _mutant_node(mutant)
+    if node is None:
+        return []
+    known = set(mutant.fn.__globals__) | {name for name, _ in mutant.vary} | source.BUILTINS
+    unknown = sorted(source.free_names(node) - known)
+    if not unknown:
+        return []
+    return [f"{where} uses {', '.join(unknown)}, which {catalogue} neither defines nor imports: the diagnosis runs "
+            f"the mutant there and would stop on a NameError, so no student with this mistake is told of it. "
+            f"Import {'them' if len(unknown) > 1 else 'it'} in {catalogue} (e.g. from the reference module)"]
 
 
 def _mutant_node(mutant: Mutant) -> Function | None:

@@ -155,9 +155,10 @@ def _reference(title: str, tasks: list[str]) -> str:
 def _mutants(assignment_id: str, tasks: list[str]) -> str:
     parts = [f'"""Misconception catalogue of {assignment_id}: known wrong versions of each task\'s function.', "",
              "When a student's output is wrong, the grader runs these on the same inputs and names the one that",
-             "reproduces it. A body may use torch, math and the names the reference module defines: grade",
-             "validate appends it to that module and grades it as a submission, which must lose points on its",
-             'own task only, be named there, and fail a public test on its values."""', "",
+             "reproduces it, here, in this module: a body may use what this module imports or defines (import",
+             "a helper of the reference from its module). grade validate appends it to the reference module and",
+             "grades it as a submission, which must lose points on its own task only, be named there, and fail",
+             'a public test on its values."""', "",
              "from __future__ import annotations", "", "from grader.harness.catalogue import mutant"]
     for task in tasks:
         parts += ["", "", f'@mutant(function="{task}", id="{task}_wrong_axis", title="rows scaled along the wrong '

@@ -36,6 +36,7 @@ from pathlib import Path
 
 from grader.authoring.consistency import consistency_checks
 from grader.authoring.validate_cache import Fingerprints, ValidateCache
+from grader.authoring.validated import EVERYTHING, record_run
 from grader.authoring.workspaces import defining_file, patched, reference_answers, reference_workspace
 from grader.core.assignment import Assignment
 from grader.core.errors import GraderError, UnknownTask
@@ -84,6 +85,15 @@ class ValidateOptions:
     @property
     def narrowed(self) -> bool:
         return bool(self.tasks or self.mutant_ids)
+
+    @property
+    def covered(self) -> str:
+        """What a run with these options covers, in words (grader.authoring.validated.EVERYTHING: all of it)."""
+        if self.checks_only:
+            return "the consistency checks only"
+        parts = [f"{what}: {', '.join(items)}" for what, items in (("tasks", self.tasks), ("mutants", self.mutant_ids))
+                 if items]
+        return "only " + "; ".join(parts) if parts else EVERYTHING
 
 
 @dataclass(frozen=True)
@@ -476,7 +486,8 @@ def run_gradings(assignment: Assignment, todo: list[Grading], jobs: int,
 def validate(assignment: Assignment, jobs: int | None = None, progress: Callable[[Verdict], None] | None = None,
              options: ValidateOptions | None = None, announce: Callable[[str], None] | None = None) -> list[Verdict]:
     """Consistency checks, then the reference, the stubs and every mutant graded (see the module docstring):
-    one Verdict each, handed to `progress` as it is made; `announce` hears what is about to run."""
+    one Verdict each, handed to `progress` as it is made; `announce` hears what is about to run. The run's
+    result and what it covered are recorded (grader.authoring.validated), which release and autograder read."""
     options = options or ValidateOptions(jobs=jobs)
     if jobs is not None:
         options = replace(options, jobs=jobs)
@@ -502,6 +513,7 @@ def validate(assignment: Assignment, jobs: int | None = None, progress: Callable
         emit(Verdict(manifest.id, check.name, "", check.ok, check.detail, 0.0, manifest.max_points, check.suite))
     say(f"consistency checks: {time.perf_counter() - started:.1f} s")
     if options.checks_only or broken:
+        record_run(assignment, verdicts, options.covered)
         return verdicts
     cache = ValidateCache(assignment, enabled=options.use_cache)
     fingerprints = Fingerprints(assignment, mutants)
@@ -545,6 +557,7 @@ def validate(assignment: Assignment, jobs: int | None = None, progress: Callable
     emit(seeds_verdict(manifest, groups, seeds_of(options.seeds)))
     if not options.narrowed:
         cache.prune()
+    record_run(assignment, verdicts, options.covered)
     return verdicts
 
 

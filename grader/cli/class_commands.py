@@ -175,9 +175,12 @@ def extension(course: Course, assignment: str, student: str, days: float | None,
             end_extension(load_assignment(course, assignment), book, student, reason, author=author)
             click.echo(f"ended the extension of {student} for {assignment}")
             return
-        record = grant_extension(load_assignment(course, assignment), book, student, reason, days=days, hours=hours,
-                                 until=until, author=author)
-        print_extensions({student: record})
+        granted = grant_extension(load_assignment(course, assignment), book, student, reason, days=days, hours=hours,
+                                  until=until, author=author)
+        print_extensions({student: granted.record})
+        replaced = granted.replacement_line(assignment)
+        if replaced:
+            click.echo(replaced)
 
 
 @main.command()
@@ -203,10 +206,13 @@ def extensions(course: Course, assignment: str, gradebook_path: str | None) -> N
 def history(course: Course, assignment: str, student: str | None, gradebook_path: str | None) -> None:
     """Every grading of an assignment (or of one student), oldest first; the latest counts."""
     from grader.cli.console import print_history
+    from grader.render.standing import standings
 
-    course.assignment_dir(assignment)
+    manifest = load_assignment(course, assignment).manifest
     with _existing_gradebook(course, gradebook_path) as book:
-        print_history(book.history(assignment, student))
+        lowered = {s: standing.lowered for s, standing in standings(manifest, book).items()
+                   if standing.lowered and student in (None, s)}
+        print_history(book.history(assignment, student), lowered=lowered)
 
 
 @main.command()

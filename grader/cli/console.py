@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from grader.core.records import FAILED, PENDING, GradeResult
+from grader.core.records import FAILED, GRADER_ERROR, HANDIN_PROBLEM, PENDING, GradeResult
 from grader.core.text import printable
 from grader.pipeline.batch import BatchSummary
 from grader.render.presentation import (
@@ -178,7 +178,8 @@ class RichProgress:
 
     def __call__(self, event: str, student: str, summary: BatchSummary) -> None:
         counts = (f"graded {len(summary.graded)} · skipped {len(summary.skipped)} · "
-                  f"errors {len(summary.errors)}")
+                  f"hand-in problems {len(summary.errors_of(HANDIN_PROBLEM))} · "
+                  f"grader errors {len(summary.errors_of(GRADER_ERROR))}")
         if summary.stale:
             counts += f" · stale {len(summary.stale)}"
         if self.task is None:
@@ -258,7 +259,8 @@ def print_summary(summary: BatchSummary, console=None) -> None:
         ("graded", str(len(summary.graded))),
         ("skipped (already graded)", str(len(summary.skipped))),
         ("of the graded, regraded (stale: the grading changed)", str(len(summary.stale))),
-        ("errors", str(len(summary.errors))),
+        ("hand-in problems (not readable as a submission)", str(len(summary.errors_of(HANDIN_PROBLEM)))),
+        ("grader errors", str(len(summary.errors_of(GRADER_ERROR)))),
         ("mean score of this run", "-" if mean is None else f"{mean:.2f} / {summary.max_points:g}"),
         ("time", f"{summary.elapsed_s:.1f} s"),
     )
@@ -267,7 +269,8 @@ def print_summary(summary: BatchSummary, console=None) -> None:
     console.print(table)
     print_batch_students(summary, console)
     for student, error in sorted(summary.errors.items()):
-        console.print(f"[red]✗ {escape(printable(student))}[/red]: {escape(printable(error))}")
+        what = "hand-in problem" if summary.error_kinds.get(student) == HANDIN_PROBLEM else "grader error"
+        console.print(f"[red]✗ {escape(printable(student))}[/red] ({what}): {escape(printable(error))}")
     if summary.ignored:
         ignored = printable(", ".join(summary.ignored))
         console.print(f"[yellow]ignored (not a folder, .zip or .ipynb):[/yellow] {escape(ignored)}")
@@ -326,10 +329,18 @@ def print_extensions(records: dict, console=None) -> None:
     _table("Extensions", ("student", "extension", "for", "reason", "by, when"), rows, console, empty="none")
 
 
-def print_history(gradings: list, console=None) -> None:
-    """storage.gradebook.Grading rows, oldest first per student."""
-    rows = [(g.student_id, g.graded_at, f"{g.total:g} / {g.max_points:g}", g.sha256[:12],
-             "current" if g.current else f"replaced {g.replaced_at}: {g.replaced_because}") for g in gradings]
+def print_history(gradings: list, console=None, lowered: dict | None = None) -> None:
+    """storage.gradebook.Grading rows, oldest first per student; `lowered`: student → the overrides below
+    what their current grading earns (render.standing.Lowered), said on that row."""
+    lowered = lowered or {}
+
+    def state(g) -> str:
+        if not g.current:
+            return f"replaced {g.replaced_at}: {g.replaced_because}" if g.replaced_at else g.replaced_because or ""
+        return "; ".join(["current", *(item.staff_line() for item in lowered.get(g.student_id, ()))])
+
+    rows = [(g.student_id, g.graded_at, f"{g.total:g} / {g.max_points:g}", g.sha256[:12], state(g))
+            for g in gradings]
     _table("Gradings", ("student", "graded", "total", "files", "state"), rows, console, empty="none")
 
 
@@ -361,6 +372,16 @@ def print_replay(replay, console=None) -> None:
     same_total = replay.recorded_total == replay.replayed_total
     console.print(f"Total: recorded {replay.recorded_total:g}, replayed {replay.replayed_total:g} / "
                   f"{result.score.max_points:g}" + ("" if same_total else "  [red](differs)[/red]"))
+    if replay.stands is not None and replay.replay_stands is not None:
+        stands, again = replay.stands, replay.replay_stands
+        console.print(f"As it stands (extension and overrides applied): {stands.total:g} now; the replay would "
+                      f"stand at {again.total:g}" + ("" if stands.total == again.total else "  [red](differs)[/red]"))
+        for override in again.score.overrides:
+            console.print(f"  override of {text(override.task or 'the total')}: {override.points:g} (computed "
+                          f"{override.computed if override.computed is not None else 0:g}; {text(override.reason)}, "
+                          f"{text(override.author)})")
+        if stands.extension:
+            console.print(f"  extension: {text(stands.extension.describe())} ({text(stands.extension.reason)})")
     for name, (then, now) in replay.versions.items():
         console.print(f"[yellow]version differs:[/yellow] {text(name)} {text(then or 'none')} then, "
                       f"{text(now or 'none')} now")

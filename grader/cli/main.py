@@ -284,16 +284,20 @@ def submit(course: Course, assignment: str, workspace: str | None, student: str 
     from grader.cli.console import ActivityProgress, print_terminal
     from grader.pipeline.grading import GradeRequest, open_submission
     from grader.pipeline.record import submit_and_record
+    from grader.pipeline.staff import after_grading
 
     submission = open_submission(assigned, workspace, student=student, submitted_at=submitted_at)
     request = GradeRequest(mode="submit", seed=seed, timing_device=timing_device, allow_weak_sandbox=allow_weak_sandbox)
     with ActivityProgress(f"grading {assignment} for {submission.student}") as activity:
-        result, said = submit_and_record(
+        result, said, warnings = submit_and_record(
             assigned, submission, request, progress=activity, record=not no_record,
             report=Path(html_path) if html_path else course.report_path(submission.student, assignment),
-            gradebook=course.gradebook_path(gradebook_path), results=Path(json_path) if json_path else None)
+            gradebook=course.gradebook_path(gradebook_path), results=Path(json_path) if json_path else None,
+            after=lambda book: after_grading(assigned, book, submission.student))
     print_terminal(result)
     click.echo("\n".join(said))
+    for line in warnings:
+        click.echo(f"Warning: {line}", err=True)
 
 
 # ------------------------------------------------------------------ running a class
@@ -341,6 +345,11 @@ def batch(course: Course, assignment: str, submissions_dir: str, jobs: int | Non
     print_summary(summary)
 
 
+def force_option(command):
+    return click.option("--force", is_flag=True,
+                        help="Ship even though the last grade validate failed or is stale (said, with why).")(command)
+
+
 @main.group()
 def autograder() -> None:
     """Autograder bundles for hosted graders."""
@@ -353,14 +362,23 @@ def autograder() -> None:
 @click.option("--timeout-minutes", type=int, default=None,
               help="The autograder timeout set for the assignment on Gradescope (default: Gradescope's, "
                    "10); refused if the assignment's budget does not fit in it.")
+@force_option
 @pass_course
 @library_errors
-def autograder_gradescope(course: Course, assignment: str, out: str | None, timeout_minutes: int | None) -> None:
-    """A Gradescope autograder zip: setup.sh, run_autograder, the grader and this assignment."""
+def autograder_gradescope(course: Course, assignment: str, out: str | None, timeout_minutes: int | None,
+                          force: bool) -> None:
+    """A Gradescope autograder zip: setup.sh, run_autograder, the grader and this assignment.
+
+    Refused (exit 5) when the assignment's last complete grade validate failed or its files changed since."""
+    from grader.authoring.validated import shipping_check
     from grader.ship.autograder import build_autograder
 
-    bundle = build_autograder(load_assignment(course, assignment), out, timeout_minutes=timeout_minutes)
+    assigned = load_assignment(course, assignment)
+    warning = shipping_check(assigned, "the autograder", force=force)
+    bundle = build_autograder(assigned, out, timeout_minutes=timeout_minutes)
     click.echo(f"autograder: {bundle}")
+    if warning:
+        click.echo(warning, err=True)
 
 
 @autograder.command("run")
@@ -390,16 +408,23 @@ def autograder_run(course: Course, assignment: str, seed: int | None) -> None:
 @click.argument("assignment")
 @click.option("--out", type=click.Path(file_okay=False), default=None,
               help="Folder for ASSIGNMENT.zip and ASSIGNMENT.ipynb (default: <course>/.grade/release).")
+@force_option
 @pass_course
 @library_errors
-def release(course: Course, assignment: str, out: str | None) -> None:
-    """The student bundle from assignments/ASSIGNMENT alone; exit 3 if anything instructor-only would ship."""
+def release(course: Course, assignment: str, out: str | None, force: bool) -> None:
+    """The student bundle from assignments/ASSIGNMENT alone; exit 3 if anything instructor-only would ship,
+    exit 5 if the assignment's last complete grade validate failed or its files changed since."""
+    from grader.authoring.validated import shipping_check
     from grader.ship.release import release as build_release
 
-    bundle = build_release(load_assignment(course, assignment), out)
+    assigned = load_assignment(course, assignment)
+    warning = shipping_check(assigned, "the student bundle", force=force)
+    bundle = build_release(assigned, out)
     click.echo(f"{len(bundle.files)} file(s) checked: nothing from reference/ or course_kernels/")
     click.echo(f"zip: {bundle.zip_path}")
     click.echo(f"notebook: {bundle.notebook_path}")
+    if warning:
+        click.echo(warning, err=True)
     click.echo(f"its README installs the grader with: {bundle.install}"
                + ("" if bundle.install_configured else " (the default; course.toml's [release] install sets "
                                                        "your course's own)"))

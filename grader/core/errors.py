@@ -57,6 +57,13 @@ class ReleaseLeak(GraderError):
     exit_code = 3
 
 
+class ValidateRequired(GraderError):
+    """An assignment whose last complete `grade validate` failed, or whose files changed since it passed,
+    asked to ship (release, autograder) without --force."""
+
+    exit_code = 5
+
+
 class StarterNotPristine(ReleaseLeak):
     """A student bundle's starter files are not the blank starter: a stub with a body, an answer."""
 

@@ -87,9 +87,46 @@ def is_right(question: Question, expected, given) -> bool:
     return math.isfinite(number) and abs(number - float(value)) <= tolerance
 
 
+def key_problems(questions: list[Question], key: dict) -> list[str]:
+    """What in `key` would mark an answer wrongly: a question it does not answer, a choice answer that is
+    not the index of a choice, a numeric answer without a value or with a negative tolerance."""
+    problems = []
+    for question in questions:
+        expected = key.get(question.id)
+        if expected is None:
+            problems.append(f"it has no answer for question {question.id}")
+        elif question.kind == "choice" and not (isinstance(expected, int) and not isinstance(expected, bool)
+                                                and 0 <= expected < len(question.choices)):
+            problems.append(f"{question.id} is a choice question; its answer must be the index of a choice "
+                            f"(0 to {len(question.choices) - 1}), not {expected!r}")
+        elif question.kind == "numeric" and not _numeric_key(expected):
+            problems.append(f"{question.id} is numeric; its answer must be a number or {{ value = ..., "
+                            f"tolerance = ... }} (tolerance >= 0), not {expected!r}")
+    return problems
+
+
+def _numeric_key(expected) -> bool:
+    if isinstance(expected, dict):
+        expected, tolerance = expected.get("value"), expected.get("tolerance", 1e-6)
+        if isinstance(tolerance, bool) or not isinstance(tolerance, int | float) or not tolerance >= 0:
+            return False
+    return isinstance(expected, int | float) and not isinstance(expected, bool) and math.isfinite(expected)
+
+
+def check_key(questions: list[Question], key: dict, where: Path | str) -> None:
+    """Refuse a key that cannot mark every question (key_problems): ManifestError, one line, before any
+    answer is marked, so that a correct answer is never marked wrong by the key's mistake."""
+    problems = key_problems(questions, key)
+    if problems:
+        raise ManifestError(f"the quiz key {where} cannot mark this quiz: {'; '.join(problems)}. Fix the key "
+                            f"(grade validate checks it); no answer was marked")
+
+
 def grade_quiz(questions: list[Question], key: dict, answers_text: str | None,
                task_id: str = "quiz") -> list[TestOutcome]:
-    """One outcome per question; `fraction` carries the question's weight share."""
+    """One outcome per question; `fraction` carries the question's weight share. ManifestError for a key
+    that cannot mark every question (check_key)."""
+    check_key(questions, key, "given")
     answers, problem = _parse_answers(answers_text)
     total = sum(q.weight for q in questions) or 1.0
     outcomes = []

@@ -42,6 +42,10 @@ class Kind(StrEnum):
 
 PASSED, FAILED, PENDING = Status.PASSED, Status.FAILED, Status.PENDING
 
+# Why a submission was not graded (a batch error's kind): its hand-in could not be read as one (an
+# empty folder, a truncated zip, an entry misnamed), which the student fixes; or the grader failed on it.
+HANDIN_PROBLEM, GRADER_ERROR = "hand-in", "grader"
+
 
 @dataclass(frozen=True)
 class TestOutcome:

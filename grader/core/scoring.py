@@ -67,7 +67,7 @@ def _late(manifest: Manifest, raw: float, submitted_at: datetime | None,
     closed = due.closes
     if closed is not None and submitted_at is not None and submitted_at > closed:
         fraction = 1.0
-    return days, round(raw * fraction, 4), due.due
+    return days, _points(_units(raw * fraction)), due.due  # whole hundredths, as every point shown
 
 
 def speed_fraction(thresholds: tuple[SpeedThreshold, ...], ratio: float) -> float:
@@ -243,7 +243,7 @@ def final_score(manifest: Manifest, computed: Score, submitted_at: datetime | No
             tasks.append(task)
             continue
         applied.append(replace(override, computed=task.earned))
-        tasks.append(replace(task, earned=round(override.points, 4)))
+        tasks.append(replace(task, earned=_points(_units(override.points))))
     raw = round(sum(t.earned for t in tasks), 4)
     days, penalty, due_at = _late(manifest, raw, submitted_at, due)
     extension = due.extension if due else None
@@ -251,7 +251,7 @@ def final_score(manifest: Manifest, computed: Score, submitted_at: datetime | No
     before = total if not applied else round(computed.raw - _late(manifest, computed.raw, submitted_at, due)[1], 4)
     if None in newest:
         applied.append(replace(newest[None], computed=total))
-        total = round(newest[None].points, 4)
+        total = _points(_units(newest[None].points))
     return replace(computed, tasks=tuple(tasks), raw=raw, late_days=days, late_penalty=penalty, total=total,
                    bonus_earned=round(sum(t.earned for t in tasks if t.bonus), 4),
                    due_at=due_at.isoformat() if due_at else None,

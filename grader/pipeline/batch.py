@@ -55,15 +55,17 @@ from pathlib import Path
 
 from grader.core.assignment import Assignment
 from grader.core.errors import GradebookError, GraderError
+from grader.core.records import GRADER_ERROR, HANDIN_PROBLEM
 from grader.core.text import one_line, storable
 from grader.intake.submission import Submission, open_submission
 from grader.pipeline.discovery import TIMESTAMPS_FILE, Entry, discover, raw_sha256
 from grader.pipeline.dispatch import Dispatcher
 from grader.pipeline.executor import Executor
-from grader.pipeline.jobs import GradingJob, JobResult, describe_failure
+from grader.pipeline.jobs import GradingJob, JobResult, describe_failure, failure_kind
 from grader.pipeline.local_pool import LocalProcessExecutor
 from grader.pipeline.policy import require_sandbox
 from grader.pipeline.record import GradebookRow
+from grader.pipeline.staff import after_grading
 from grader.render.standing import standing_for
 from grader.storage.gradebook import ExtensionRecord, Gradebook, due_with
 from grader.storage.roster import read_timestamps
@@ -87,13 +89,18 @@ class BatchSummary:
     graded: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)  # already graded with the same files, by the same grading
     stale: list[str] = field(default_factory=list)  # graded again: what grades them changed since (fingerprint)
-    errors: dict[str, str] = field(default_factory=dict)
+    errors: dict[str, str] = field(default_factory=dict)  # student → why not graded (hand-in problems too)
+    error_kinds: dict[str, str] = field(default_factory=dict)  # student → HANDIN_PROBLEM or GRADER_ERROR
     ignored: list[str] = field(default_factory=list)  # entries that are not submissions
     scores: dict[str, float] = field(default_factory=dict)
     max_points: float = 0.0
     elapsed_s: float = 0.0
     worker_s: float = 0.0  # sum of the jobs' own durations
     lines: list[StudentLine] = field(default_factory=list)  # one per entry, by student id (batch_lines)
+
+    def errors_of(self, kind: str) -> dict[str, str]:
+        """The errors of one kind (HANDIN_PROBLEM, GRADER_ERROR)."""
+        return {s: e for s, e in self.errors.items() if self.error_kinds.get(s, GRADER_ERROR) == kind}
 
     @property
     def mean_score(self) -> float | None:
@@ -159,13 +166,15 @@ class ClassRecorder:
         self.fingerprint = fingerprint  # what this batch grades with
         self.regrading: dict[str, str] = {}  # student → why their graded files are graded again
         self.before: dict[str, float] = {}  # student → their total as it stood before this run
+        self.before_tasks: dict[str, dict[str, float]] = {}  # student → task → points graded before this run
         self.found_in: dict[str, str] = {}  # student → the folder inside their entry that was graded
 
-    def error(self, entry: Entry, sha256: str, error: str) -> None:
+    def error(self, entry: Entry, sha256: str, error: str, kind: str = GRADER_ERROR) -> None:
         error = one_line(error, 2000)  # a record is one printable line, whatever the submission did
         student = storable(entry.student)  # an entry named by undecodable bytes is still recorded
-        self.gradebook.record_error(student, self.assignment_id, sha256, error)
+        self.gradebook.record_error(student, self.assignment_id, sha256, error, kind)
         self.summary.errors[student] = error
+        self.summary.error_kinds[student] = kind
         self.progress("error", entry.student, self.summary)
 
     def skipped(self, entry: Entry) -> None:
@@ -181,7 +190,7 @@ class ClassRecorder:
         """A finished job: its GradeResult recorded, or its error."""
         self.summary.worker_s += outcome.worker_s
         if outcome.error is not None:
-            self.error(entry, submission.sha256, outcome.error)
+            self.error(entry, submission.sha256, outcome.error, outcome.error_kind)
             return
         from grader.core.records import GradeResult
 
@@ -216,13 +225,14 @@ def plan(entries: list[Entry], intake: ClassJobs, gradebook: Gradebook, recorder
         earlier = standing_for(manifest, gradebook, entry.student) if not entry.problem else None
         if earlier is not None:
             recorder.before[entry.student] = earlier.total
-        if entry.problem:
-            recorder.error(entry, raw_sha256(entry.path), entry.problem)
+            recorder.before_tasks[entry.student] = {t.task_id: t.earned for t in earlier.record.result.score.tasks}
+        if entry.problem:  # the entry itself: misnamed, a link, not a file or folder
+            recorder.error(entry, raw_sha256(entry.path), entry.problem, HANDIN_PROBLEM)
             continue
         try:
             submission = intake.load(entry)
         except Exception as exc:  # whatever a submission makes the reader raise is that entry's error
-            recorder.error(entry, raw_sha256(entry.path), describe_failure(exc))
+            recorder.error(entry, raw_sha256(entry.path), describe_failure(exc), failure_kind(exc))
             continue
         sha256 = submission.sha256
         if submission.found_in:
@@ -257,7 +267,8 @@ def batch_lines(assignment: Assignment, gradebook: Gradebook, summary: BatchSumm
         before = recorder.before.get(student)
         now = standing.total if standing else None
         if outcome == "error":
-            change = f"not graded: {summary.errors[student]}"
+            handin = summary.error_kinds.get(student) == HANDIN_PROBLEM
+            change = f"{'hand-in could not be read' if handin else 'not graded'}: {summary.errors[student]}"
             if before is not None:
                 change += f" (the earlier grade, {before:g}, still counts)"
         elif outcome == "skipped":
@@ -267,12 +278,30 @@ def batch_lines(assignment: Assignment, gradebook: Gradebook, summary: BatchSumm
                    FORCED if recorder.regrading.get(student) == FORCED else
                    "regraded: the grading changed" if outcome == "regraded" else "new files")
             change = why if before is None else f"{why}: {before:g} → {now:g}"
+            if before is not None and standing and student in recorder.before_tasks:
+                change += task_changes(manifest, recorder.before_tasks[student], standing.record.result.score)
         if student in recorder.found_in:
             change += f"; its files were in the folder {recorder.found_in[student]}/ inside the entry"
+        if standing and outcome in ("graded", "regraded"):
+            change += "".join(f"; {lowered.staff_line()}" for lowered in standing.lowered)
         score = standing.score if standing else None
         lines.append(StudentLine(student, outcome, now, score.late_days if score else 0,
                                  score.late_penalty if score else 0.0, change))
     return lines
+
+
+def task_changes(manifest, before: dict[str, float], after) -> str:
+    """What a new grading changed, task by task, for a batch row ('; only the quiz changed: quiz 10 → 20',
+    '; changed: softmax 5 → 20', '; no task's points changed'), from the points graded (before overrides)."""
+    kinds = {task.id: task.kind for task in manifest.tasks}
+    moved = [(t.task_id, before.get(t.task_id, 0.0), t.earned) for t in after.tasks
+             if before.get(t.task_id, 0.0) != t.earned]
+    if not moved:
+        return "; no task's points changed"
+    text = ", ".join(f"{task} {old:g} → {new:g}" for task, old, new in moved)
+    if all(kinds.get(task) == "quiz" for task, _, _ in moved):
+        return f"; only the quiz changed: {text}"
+    return f"; changed: {text}"
 
 
 EXECUTORS = ("local", "ray")  # local: a process pool here; ray: actors on a Ray cluster (docs/RAY.md)
@@ -341,6 +370,9 @@ def run_batch(assignment: Assignment, submissions_dir: str | Path, gradebook: Gr
     finally:
         if own_executor and executor is not None:
             executor.shutdown(cancel=True)
+    if write_reports:  # a report the job wrote shows the grading; with staff decisions, the grade as it stands
+        for student in summary.graded:
+            after_grading(assignment, gradebook, student)
     summary.lines = batch_lines(assignment, gradebook, summary, recorder)
     summary.elapsed_s = time.perf_counter() - started
     return summary

@@ -23,7 +23,7 @@ from grader.core.assignment import Assignment
 from grader.core.compat import UTC
 from grader.core.due import DueDate
 from grader.core.errors import GraderError, SandboxFailed, SandboxRefused, UnknownTask
-from grader.core.quiz import ANSWERS_FILE, answered_outcome, grade_quiz, load_key, load_questions
+from grader.core.quiz import ANSWERS_FILE, answered_outcome, check_key, grade_quiz, load_key, load_questions
 from grader.core.records import FileProblem, GradeResult, StaticFinding, TestOutcome
 from grader.core.scoring import score
 from grader.harness.device_lock import job_device_lock
@@ -116,7 +116,16 @@ def _quiz_outcomes(assignment: Assignment, submission: Submission, mode: str) ->
     if not assignment.quiz_key.is_file():
         return [TestOutcome(name="quiz", task=quiz_tasks[0].id, status="pending", kind="not_run",
                             message="the quiz key is not available here", visibility="visible")]
-    return grade_quiz(questions, load_key(assignment.quiz_key), submission.text(ANSWERS_FILE), quiz_tasks[0].id)
+    key = load_key(assignment.quiz_key)
+    check_key(questions, key, assignment.quiz_key)
+    return grade_quiz(questions, key, submission.text(ANSWERS_FILE), quiz_tasks[0].id)
+
+
+def _check_quiz_key(assignment: Assignment) -> None:
+    """ManifestError when the assignment's quiz key cannot mark every question (grader.core.quiz.check_key)."""
+    if any(t.kind == "quiz" for t in assignment.manifest.tasks) and assignment.quiz_questions.is_file() \
+            and assignment.quiz_key.is_file():
+        check_key(load_questions(assignment.quiz_questions), load_key(assignment.quiz_key), assignment.quiz_key)
 
 
 def _kernel_sandbox(assignment: Assignment, submission: Submission, sandbox: Sandbox, use_gpu: bool,
@@ -164,6 +173,8 @@ def grade(assignment: Assignment, submission: Submission, request: GradeRequest 
                           f"(tasks: {', '.join(t.id for t in manifest.tasks)})")
     step = progress or (lambda _step: None)
     official = request.mode == "submit"
+    if official:
+        _check_quiz_key(assignment)  # a key that cannot mark the quiz refuses before any work
     seed = request.seed if request.seed is not None else random.SystemRandom().randrange(1, 2**31)
     use_gpu = torch.cuda.is_available() if request.use_gpu is None else request.use_gpu
     timed_on = resolve_timing_device(request.timing_device, use_gpu)

@@ -20,7 +20,8 @@ from typing import TYPE_CHECKING
 from grader.core.assignment import Assignment
 from grader.core.compat import parse_iso
 from grader.core.due import DueDate
-from grader.core.errors import GraderError
+from grader.core.errors import GraderError, SubmissionError
+from grader.core.records import GRADER_ERROR, HANDIN_PROBLEM
 from grader.intake.submission import Submission
 
 if TYPE_CHECKING:  # grading imports torch: only the processes that grade import it, never a batch's parent
@@ -62,6 +63,13 @@ class JobResult:
     error: str | None = None
     worker_s: float = 0.0
     report_html: str | None = None  # the report as text, when the job asked for it rendered, not written
+    error_kind: str = GRADER_ERROR  # with an error: HANDIN_PROBLEM (the files could not be read) or GRADER_ERROR
+
+
+def failure_kind(exc: BaseException) -> str:
+    """Whose problem a failure is: the hand-in's (SubmissionError: an empty folder, a truncated zip...)
+    or the grader's (anything else)."""
+    return HANDIN_PROBLEM if isinstance(exc, SubmissionError) else GRADER_ERROR
 
 
 def describe_failure(exc: BaseException) -> str:
@@ -95,7 +103,8 @@ def run_job(job: GradingJob, submission: Submission | None = None, *, render_rep
         return JobResult(job.student, result=result.to_dict(), worker_s=time.perf_counter() - started,
                          report_html=rendered.html if rendered else None)
     except Exception as exc:  # anything here is the grader's problem, recorded per student
-        return JobResult(job.student, error=describe_failure(exc), worker_s=time.perf_counter() - started)
+        return JobResult(job.student, error=describe_failure(exc), worker_s=time.perf_counter() - started,
+                         error_kind=failure_kind(exc))
 
 
 def warm_process(assignment: Assignment | None) -> None:

@@ -114,12 +114,14 @@ def grade_and_record(assignment: Assignment, submission: Submission, request: Gr
 
 def submit_and_record(assignment: Assignment, submission: Submission, request: GradeRequest, *, report: Path,
                       gradebook: Path, results: Path | None = None, record: bool = True,
-                      progress: Callable[[str], None] | None = None) -> tuple[GradeResult, list[str]]:
+                      progress: Callable[[str], None] | None = None,
+                      after: Callable[[Gradebook], list[str]] | None = None
+                      ) -> tuple[GradeResult, list[str], list[str]]:
     """`grade submit`'s official grade: the gradebook at `gradebook` opened once, for the student's due date
     (their extension applied) and, with `record`, the row; the HTML report at `report`, results.json at
     `results` if given. An absent gradebook is created only when there is a grade to record (not for a
     refused grading, nor without `record`). The worker may read neither file (`request.protected`). The
-    result and what the sinks said."""
+    result, what the sinks said, and what `after` says of the recorded gradebook (the staff's warnings)."""
     request = replace(request, protected=(*request.protected, str(gradebook), str(report)))
     with ExitStack() as stack:
         book = stack.enter_context(Gradebook(gradebook)) if Path(gradebook).is_file() else None
@@ -127,4 +129,6 @@ def submit_and_record(assignment: Assignment, submission: Submission, request: G
         sinks: list[Sink] = [*([ResultsJson(results, assignment.manifest)] if results else []),
                              HtmlReport(report, assignment.course.templates_dir),
                              *([GradebookRow(book or Path(gradebook))] if record else [])]
-        return grade_and_record(assignment, submission, replace(request, due=due), sinks, progress)
+        result, said = grade_and_record(assignment, submission, replace(request, due=due), sinks, progress)
+        warnings = after(book) if after is not None and record and book is not None else []
+        return result, said, warnings

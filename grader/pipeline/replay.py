@@ -13,7 +13,9 @@ What can explain a difference is said beside it: versions (grader, torch, triton
 other than the recorded ones, a grading fingerprint that changed since (the manifest, hidden
 tests, reference, catalogue or quiz key), a different sandbox level, and timing, which is
 measured again. Overrides and extensions granted since are not part of a grading (they apply
-when a grade is read: `grade report`), so the totals compared are the graded ones.
+when a grade is read: `grade report`), so the totals compared are the graded ones; beside them,
+for the grading that counts, the grade as it stands (extension and overrides applied) and what the
+replay would stand at under the same decisions, with each override named.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from grader.core.scoring import test_scores
 from grader.intake.submission import Submission
 from grader.pipeline.grading import GradeRequest
 from grader.pipeline.record import Sink, grade_and_record
+from grader.render.standing import Standing, standing_for, standing_of
 from grader.sandbox.isolation import SandboxSwitches
 from grader.storage.gradebook import Gradebook, SubmissionRecord
 
@@ -66,6 +69,8 @@ class Replay:
     fingerprint_changed: bool  # what grades the assignment changed since (or the record predates fingerprints)
     recorded_level: str
     said: tuple[str, ...] = ()  # what the sinks said (a new record, a report), when any were given
+    stands: Standing | None = None  # the recorded grading as it stands (None: it is not the one that counts)
+    replay_stands: Standing | None = None  # the replay under the same extension and overrides
 
     @property
     def recorded_total(self) -> float:
@@ -200,8 +205,13 @@ def replay(assignment: Assignment, book: Gradebook, student: str, *, files: str 
     level = record.result.isolation_level
     at_level = replace(assignment, switches=recorded_switches(level, assignment.switches))
     request = replay_request(record, (str(book.path), *protected), allow_weak_sandbox)
+    stands = standing_for(assignment.manifest, book, student)
+    if stands is not None and stands.record.sha256 != record.sha256:
+        stands = None  # an earlier submission: no decision applies to it
     result, said = grade_and_record(at_level, submission, request, sinks, progress)
+    replay_stands = (standing_of(assignment.manifest, replace(record, result=result), stands.extension,
+                                 stands.overrides) if stands is not None else None)
     return Replay(record=record, result=result, tests=compare_tests(record.result, result),
                   versions=version_changes(record.result.versions, result.versions),
                   fingerprint_changed=record.fingerprint != result.fingerprint,
-                  recorded_level=level, said=tuple(said))
+                  recorded_level=level, said=tuple(said), stands=stands, replay_stands=replay_stands)

@@ -13,7 +13,7 @@ the student).
 from __future__ import annotations
 
 import math
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -55,6 +55,7 @@ def refresh_report(assignment: Assignment, book: Gradebook, student: str) -> Pat
         return None
     notes = [f"Course staff changed this grade: {o.task or 'the total'} {o.computed or 0:g} → {o.points:g} "
              f"points ({o.reason})." for o in standing.score.overrides]
+    notes += [lowered.student_line() for lowered in standing.lowered]
     if standing.extension:
         notes.append(f"Extension: {standing.extension.describe()} ({standing.extension.reason}); the late "
                      f"policy counts from {standing.score.due_at}.")
@@ -62,6 +63,17 @@ def refresh_report(assignment: Assignment, book: Gradebook, student: str) -> Pat
                      notes=tuple(standing.record.result.notes) + tuple(notes))
     HtmlReport(path, course.templates_dir).deliver(result, None)
     return path
+
+
+def after_grading(assignment: Assignment, book: Gradebook, student: str) -> list[str]:
+    """Once a new grading of `student` is recorded: one line for staff per override that now lowers what
+    it earns (Standing.lowered), with the command that undoes it; with any override active, the student's
+    report (at the default place) is written again with the grade as it stands."""
+    standing = standing_for(assignment.manifest, book, student)
+    if standing is None or not standing.overrides:
+        return []
+    refresh_report(assignment, book, student)
+    return [lowered.staff_line() for lowered in standing.lowered]
 
 
 def set_override(assignment: Assignment, book: Gradebook, student: str, points: float,
@@ -111,15 +123,45 @@ def extension_length(days: float | None = None, hours: float | None = None) -> t
     return total
 
 
+@dataclass(frozen=True)
+class Granted:
+    """An extension just granted, and the one it replaced (the student's own earlier one for this
+    assignment, or the roster's for every assignment), which staff are told of with the way back."""
+
+    record: ExtensionRecord
+    replaced: ExtensionRecord | None
+    due_before: datetime | None  # the due date the replaced extension gave (None: no deadline)
+    due_after: datetime | None
+
+    def replacement_line(self, assignment_id: str) -> str | None:
+        """One line saying what was replaced and how to undo it; None when nothing was."""
+        old = self.replaced
+        if old is None:
+            return None
+        student = self.record.student_id
+        if old.assignment_id == EVERY_ASSIGNMENT:
+            what = f"the roster's extension for every assignment ({old.describe()}: {old.reason})"
+            undo = f"grade extension {assignment_id} {student} --clear --reason \"...\" (the roster's applies again)"
+        else:
+            what = f"their earlier extension ({old.describe()}: {old.reason}, by {old.author})"
+            again = f"--until {old.until}" if old.until is not None else f"--hours {(old.extra_s or 0) / 3600:g}"
+            undo = f"grade extension {assignment_id} {student} {again} --reason \"...\""
+        shorter = (self.due_before is not None and self.due_after is not None and self.due_after < self.due_before)
+        change = (f": {student} now has LESS time ({self.due_after.isoformat()} instead of "
+                  f"{self.due_before.isoformat()})" if shorter else "")
+        return f"This replaces {what} for {assignment_id}{change}. To undo: {undo}"
+
+
 def grant_extension(assignment: Assignment, book: Gradebook, student: str, reason: str, *,
                     days: float | None = None, hours: float | None = None, until: datetime | None = None,
-                    author: str | None = None) -> ExtensionRecord:
+                    author: str | None = None) -> Granted:
     """Give a student extra time on one assignment (`days`/`hours` past its deadline) or a deadline of
     their own (`until`, with a time zone). It replaces their earlier one for this assignment and wins
-    over the roster's `extension_days`."""
+    over the roster's `extension_days`; what it replaced is returned with it (Granted.replaced)."""
     check_student_id(student, "student", fix="pass the student's id")
     manifest = assignment.manifest
     reason = _reason(reason)
+    replaced = book.extension_for(student, manifest.id)
     if until is not None:
         if days is not None or hours is not None:
             raise StaffActionRefused("give either --until or --days/--hours, not both")
@@ -130,7 +172,9 @@ def grant_extension(assignment: Assignment, book: Gradebook, student: str, reaso
         record = book.set_extension(student, manifest.id, extra=extension_length(days, hours), reason=reason,
                                     author=author)
     refresh_report(assignment, book, student)
-    return record
+    due = assignment.due_date
+    return Granted(record, replaced, replaced.applied_to(due).due if replaced else due.due,
+                   record.applied_to(due).due)
 
 
 def end_extension(assignment: Assignment, book: Gradebook, student: str, reason: str, *,
@@ -145,5 +189,5 @@ def end_extension(assignment: Assignment, book: Gradebook, student: str, reason:
     refresh_report(assignment, book, student)
 
 
-__all__ = ["EVERY_ASSIGNMENT", "clear_override", "end_extension", "extension_length", "grant_extension",
-           "refresh_report", "set_override"]
+__all__ = ["EVERY_ASSIGNMENT", "Granted", "after_grading", "clear_override", "end_extension", "extension_length",
+           "grant_extension", "refresh_report", "set_override"]

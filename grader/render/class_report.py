@@ -29,7 +29,7 @@ from grader.core.course import Course
 from grader.core.files import write_atomic
 from grader.core.manifest import Manifest
 from grader.core.quiz import BLANK, UNREADABLE, WRONG
-from grader.core.records import FAILED, GradeResult, Score, TaskScore, TestOutcome
+from grader.core.records import FAILED, HANDIN_PROBLEM, GradeResult, Score, TaskScore, TestOutcome
 from grader.core.scoring import late_fraction
 from grader.core.text import one_line, printable_data
 from grader.render.figures import percent, png_data_uri, pyplot
@@ -292,7 +292,7 @@ def _history(book: Gradebook, assignment_id: str, standings_by_student: dict[str
             rows.append({"student": student, "graded_at": grading.graded_at, "total": grading.total,
                          "sha": grading.sha256[:12], "counts": counts,
                          "why": ("counts now" if counts else
-                                 grading.replaced_because or ("an earlier submission" if grading.current else ""))})
+                                 grading.replaced_because or "")})
     return rows
 
 
@@ -306,6 +306,9 @@ def _student_row(course: Course, manifest: Manifest, standing: Standing, name: s
     if score.overrides:
         notes.append("overridden: " + ", ".join(f"{o.task or 'total'} {_points_text(o.computed or 0)} → "
                                                 f"{_points_text(o.points)}" for o in score.overrides))
+    notes += [f"override below the latest grading: {lowered.what} {_points_text(lowered.override.points)} < "
+              f"{_points_text(lowered.earned)} earned (grade override --clear undoes it)"
+              for lowered in standing.lowered]
     if standing.extension:
         notes.append(f"extension {standing.extension.describe()}")
     if record.fingerprint != current_fingerprint:
@@ -357,9 +360,13 @@ def class_view_model(assignment: Assignment, book: Gradebook, *, everyone: bool 
                     for r in records]
     totals = [r.total for r in records]
     percents = [percent(t, manifest.max_points) for t in totals]
-    errors = all_errors  # every entry the grader could not grade, on the roster or not (a misnamed folder)
+    # every entry not graded, on the roster or not (a misnamed folder): the grader's failures, and the
+    # hand-ins that could not be read as a submission (an empty folder, a truncated zip), which are the student's
+    errors = [e for e in all_errors if e["kind"] != HANDIN_PROBLEM]
+    handin = [e for e in all_errors if e["kind"] == HANDIN_PROBLEM]
+    why_missing = {e["student"]: e["kind"] for e in all_errors}
     missing = [{"student": s, "name": info.get("name") or "", "email": info.get("email") or "",
-                "error": any(e["student"] == s for e in errors)}
+                "error": why_missing.get(s, "")}
                for s, info in sorted(students.items()) if s not in latest and listing.knows(s)]
     late = [{"student": r.student_id, "name": (students.get(r.student_id) or {}).get("name") or "",
              "submitted_at": r.submitted_at, "late_days": r.result.score.late_days,
@@ -379,7 +386,7 @@ def class_view_model(assignment: Assignment, book: Gradebook, *, everyone: bool 
         "generated_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "deadline": manifest.deadline.isoformat() if manifest.deadline else None,
         "counts": {"roster": len(listing.info), "graded": len(records), "missing": len(missing),
-                   "late": len(late), "errors": len(errors),
+                   "late": len(late), "errors": len(errors), "handin": len(handin),
                    "submissions": sum(r.student_id in students for r in book.submissions(assignment_id)),
                    "off_roster": len(off_roster)},
         "everyone": everyone, "off_roster": off_roster,
@@ -402,6 +409,7 @@ def class_view_model(assignment: Assignment, book: Gradebook, *, everyone: bool 
         "history": history,
         "late": late, "missing": missing,
         "errors": [{**e, "sha": e["sha256"][:12], "graded": e["student"] in latest} for e in errors],
+        "handin": [{**e, "sha": e["sha256"][:12], "graded": e["student"] in latest} for e in handin],
         "leaderboard": _leaderboard(records),
         "fast_full_marks": fast, "identical": identical, "fast_percent": round(100 * FAST_SHARE),
         "similarity": _similarity(course, manifest, book, records) if with_similarity

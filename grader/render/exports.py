@@ -9,7 +9,9 @@ submission is visible rather than silently absent); ids graded for the
 assignment but not on the roster only with `everyone` (the CLI says how many
 it left out); ids recorded for other assignments never. Without a roster, the
 students graded for the assignment. The generic CSV's last columns say what
-staff changed (the total the grader computed, the overrides, the extension).
+staff changed (the total the grader computed, the overrides, the extension) and,
+in `note`, why a row's task columns do not add up to its total (a total set by
+staff) or why it has no grade (a hand-in that could not be read, a grader error).
 
 The LMS files carry the fields each importer matches students on:
 - Canvas (Grades → Import): a header `Student, ID, SIS User ID, SIS Login ID,
@@ -46,6 +48,7 @@ from pathlib import Path
 from grader.core.assignment import Assignment
 from grader.core.errors import GraderError
 from grader.core.files import write_atomic
+from grader.core.records import HANDIN_PROBLEM
 from grader.core.student_ids import check_student_id
 from grader.core.text import printable
 from grader.render.results import gradescope_results, results_text, score_sentences
@@ -58,7 +61,7 @@ FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 CANVAS_IDENTITY = ("Student", "ID", "SIS User ID", "SIS Login ID", "Section")
 CANVAS_POINTS_ROW = "Points Possible"
 MOODLE_IDENTITY = ("ID number", "Username", "Email address", "Full name")
-STAFF_COLUMNS = ("computed_total", "overrides", "extension")
+STAFF_COLUMNS = ("computed_total", "overrides", "extension", "note")  # note: why a row is blank or does not add up
 
 
 def spreadsheet_text(value: object) -> str:
@@ -72,6 +75,32 @@ def _overrides_text(standing: Standing) -> str:
                      f"({o.reason}, {o.author})" for o in standing.score.overrides)
 
 
+def _not_graded_text(error: dict) -> str:
+    what = "hand-in could not be read" if error["kind"] == HANDIN_PROBLEM else "not graded (grader error)"
+    return f"{what}: {error['error']}"
+
+
+def _note(standing: Standing | None, error: dict | None) -> str:
+    """Why a row's task columns do not add up to its total (a total set by staff), or why it has no
+    grade (a hand-in that could not be read, a grader error); '' when it needs no word."""
+    if standing is None:
+        return _not_graded_text(error) if error else ""
+    notes = []
+    score = standing.score
+    tasks = round(sum(t.earned for t in score.tasks), 2)
+    if abs(tasks - score.late_penalty - score.total) > 0.005:
+        total = next((o for o in score.overrides if o.task is None), None)
+        why = f"the total is set by staff ({total.reason})" if total else "the total is not the tasks' sum"
+        late = f" less {score.late_penalty:g} late" if score.late_penalty else ""
+        notes.append(f"{why}: the tasks add up to {tasks:g}{late}")
+    notes += [f"an override set before the latest grading is below what it earns: {lowered.what} "
+              f"{lowered.override.points:g} < {lowered.earned:g}" for lowered in standing.lowered]
+    if error and error["sha256"] != standing.record.sha256:
+        notes.append(f"another hand-in was not graded ({_not_graded_text(error)}); this grade is of the files "
+                     f"graded {standing.record.graded_at}")
+    return "; ".join(notes)
+
+
 def listed(assignment: Assignment, book: Gradebook, everyone: bool = False) -> tuple[dict[str, Standing], ClassList]:
     """The standings of the assignment and the class list an export covers (see the module docstring)."""
     latest = standings(assignment.manifest, book)
@@ -79,7 +108,8 @@ def listed(assignment: Assignment, book: Gradebook, everyone: bool = False) -> t
 
 
 def csv_rows(assignment: Assignment, book: Gradebook, everyone: bool = False) -> tuple[list[str], list[list]]:
-    """Header and one row per listed student (roster students without a submission too)."""
+    """Header and one row per listed student (roster students without a submission too; without a roster or
+    with `everyone`, every id whose hand-in was recorded as not graded too, its note saying why)."""
     manifest = assignment.manifest
     latest, students = listed(assignment, book, everyone)
     known = students.info
@@ -88,13 +118,16 @@ def csv_rows(assignment: Assignment, book: Gradebook, everyone: bool = False) ->
                                             "late_penalty", "late_days", "submitted_at", "graded_at",
                                             *STAFF_COLUMNS]]
     rows = []
-    for student in students.students:
+    errors = {e["student"]: e for e in book.errors(assignment.id)}
+    extra = set(errors) if students.everyone or not students.has_roster else set()  # not graded: a row says why
+    for student in sorted(set(students.students) | extra):
         info = known.get(student, {})
         standing = latest.get(student)
+        note = spreadsheet_text(_note(standing, errors.get(student)))
         who = [spreadsheet_text(student), spreadsheet_text(info.get("name")), spreadsheet_text(info.get("email"))]
         if standing is None:
             rows.append([*who, "", f"{manifest.max_points:g}", *[""] * len(manifest.tasks), "", "", "", "",
-                         *[""] * len(STAFF_COLUMNS)])
+                         *[""] * (len(STAFF_COLUMNS) - 1), note])
             continue
         score, record = standing.score, standing.record
         earned = {t.task_id: t.earned for t in score.tasks}
@@ -103,7 +136,7 @@ def csv_rows(assignment: Assignment, book: Gradebook, everyone: bool = False) ->
                      *[f"{earned[t.id]:g}" if t.id in earned else "" for t in manifest.tasks],
                      f"{score.late_penalty:g}", score.late_days, spreadsheet_text(record.submitted_at),
                      spreadsheet_text(record.graded_at), f"{computed:g}", spreadsheet_text(_overrides_text(standing)),
-                     spreadsheet_text(standing.extension.describe() if standing.extension else "")])
+                     spreadsheet_text(standing.extension.describe() if standing.extension else ""), note])
     return header, rows
 
 

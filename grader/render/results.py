@@ -29,7 +29,7 @@ import re
 
 from grader.core.manifest import Manifest
 from grader.core.records import PENDING, GradeResult, Score, TestOutcome, TestScore
-from grader.core.scoring import test_scores
+from grader.core.scoring import POINT_DECIMALS, test_scores
 from grader.core.text import printable_data
 from grader.render.presentation import NOT_ATTEMPTED, Unjudged, not_attempted_ids, task_order, unjudged, unjudged_points
 
@@ -163,7 +163,7 @@ def gradescope_results(result: GradeResult, manifest: Manifest | None = None) ->
                          status="failed" if forbidden else str(outcome.status))
         tests.append(entry)
     score = result.score
-    data = {"score": score.total, "execution_time": round(result.duration_s, 3),
+    data = {"score": round(score.total, POINT_DECIMALS), "execution_time": round(result.duration_s, 3),
             "output": markdown_text(_summary(result)), "output_format": OUTPUT_FORMAT,
             "test_output_format": OUTPUT_FORMAT, "tests": tests, "visibility": "visible",
             "stdout_visibility": "hidden",

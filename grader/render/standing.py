@@ -9,8 +9,9 @@ is computed twice. The recorded grading itself is never changed.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 
-from grader.core.compat import parse_iso
+from grader.core.compat import UTC, parse_iso
 from grader.core.manifest import Manifest
 from grader.core.records import Score
 from grader.core.scoring import final_score
@@ -33,6 +34,52 @@ class Standing:
     @property
     def total(self) -> float:
         return self.score.total
+
+    @property
+    def lowered(self) -> tuple[Lowered, ...]:
+        """The active overrides set before the grading that counts now and below what it earns: a
+        decision about other files (or an earlier grading) that now takes points away."""
+        by_task = {o.task_id: o for o in self.overrides}
+        found = []
+        for applied in self.score.overrides:
+            record = by_task.get(applied.task)
+            if record is None or applied.computed is None or applied.points >= applied.computed:
+                continue
+            if record.sha256 != self.record.sha256 or _moment(record.created_at) < _moment(self.record.graded_at):
+                found.append(Lowered(record, applied.computed))
+        return tuple(found)
+
+
+def _moment(text: str) -> datetime:
+    """An ISO time; one written without a zone is UTC (as the gradebook writes them)."""
+    moment = parse_iso(text)
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+@dataclass(frozen=True)
+class Lowered:
+    """An override below what the grading that counts earns (Standing.lowered)."""
+
+    override: OverrideRecord
+    earned: float  # what that grading computed for the task (or the total)
+
+    @property
+    def what(self) -> str:
+        return f"task {self.override.task_id}" if self.override.task_id else "the total"
+
+    def staff_line(self) -> str:
+        """For staff: what is lowered, by whose decision, and the command that undoes it."""
+        o = self.override
+        task = f" --task {o.task_id}" if o.task_id else ""
+        return (f"{o.student_id}: the override of {self.what} ({o.points:g}, set {o.created_at} by {o.author}: "
+                f"{o.reason}) is below the {self.earned:g} the latest grading earns, so the grade counts "
+                f"{o.points:g}. To undo: grade override {o.assignment_id} {o.student_id}{task} --clear "
+                f"--reason \"...\"")
+
+    def student_line(self) -> str:
+        """For the student's report: the same, in their words."""
+        return (f"A staff decision on an earlier grading sets {self.what} to {self.override.points:g} points, "
+                f"below the {self.earned:g} this grading earns; ask course staff to review it.")
 
 
 def standing_of(manifest: Manifest, record: SubmissionRecord, extension: ExtensionRecord | None,

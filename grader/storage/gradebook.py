@@ -21,7 +21,8 @@ known but not on it, so reports and exports can keep to the class list.
 
 Schema versions (`PRAGMA user_version`): 0 is the first gradebook (no
 history, no fingerprints, no staff tables); 1 adds them; 2 marks who is on
-the roster (and their section). An older file is migrated in place, in one
+the roster (and their section); 3 says why a submission was not graded (a
+hand-in problem or a grader error; an earlier row counts as a grader error). An older file is migrated in place, in one
 transaction, when it is opened: its rows are kept as they were, gradings
 without a fingerprint are treated as stale, and a student with a name, an
 email or a roster extension counts as on the roster (version 1 kept no
@@ -47,12 +48,13 @@ from grader.core.compat import UTC, parse_iso
 from grader.core.due import DueDate
 from grader.core.errors import GradebookError
 from grader.core.manifest import Manifest
-from grader.core.records import GradeResult, Override
+from grader.core.records import GRADER_ERROR, GradeResult, Override
 from grader.core.text import storable
 from grader.intake.submission import Submission
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 EVERY_ASSIGNMENT = ""  # the assignment id of an extension that applies to all (from the roster)
+LATER_SUBMISSION = "a later submission counts"  # why an earlier submission's grading is not current
 STAFF_ENV = "GRADE_STAFF"  # who is recorded as the author of an override or extension
 
 BASE_SCHEMA = (  # version 0, as the first gradebooks were written
@@ -174,7 +176,10 @@ VERSION_2 = (  # who is on the roster, and in which section
     "UPDATE students SET rostered_at = strftime('%Y-%m-%dT%H:%M:%S+00:00', 'now') WHERE name IS NOT NULL OR "
     "email IS NOT NULL OR id IN (SELECT student_id FROM extensions WHERE assignment_id = '')",
 )
-MIGRATIONS = {1: VERSION_1, 2: VERSION_2}  # to version N from N - 1
+VERSION_3 = (  # why a submission was not graded: its hand-in, or the grader (NULL: recorded before kinds)
+    "ALTER TABLE batch_errors ADD COLUMN kind TEXT",
+)
+MIGRATIONS = {1: VERSION_1, 2: VERSION_2, 3: VERSION_3}  # to version N from N - 1
 TABLES = ("students", "submissions", "submission_files", "task_scores", "test_results", "batch_errors",
           "grading_history", "overrides", "extensions")
 
@@ -230,7 +235,7 @@ class Grading:
     total: float
     max_points: float
     fingerprint: str | None
-    current: bool  # the grading this submission has now
+    current: bool  # the grading that counts: the latest submission's current grading (one per student)
     replaced_at: str | None = None
     replaced_because: str | None = None
 
@@ -438,13 +443,15 @@ class Gradebook:
                  for o in result.outcomes])
         return submission_id
 
-    def record_error(self, student_id: str, assignment_id: str, sha256: str, error: str) -> None:
-        """A submission the grader could not grade (kept so nothing is silently lost)."""
+    def record_error(self, student_id: str, assignment_id: str, sha256: str, error: str,
+                     kind: str = GRADER_ERROR) -> None:
+        """A submission the grader could not grade (kept so nothing is silently lost), and why: `kind`
+        HANDIN_PROBLEM (its hand-in could not be read as one) or GRADER_ERROR."""
         with self._transaction() as db:
             db.execute("INSERT INTO students (id) VALUES (?) ON CONFLICT(id) DO NOTHING",
                        (student_id,))
             db.execute("INSERT OR REPLACE INTO batch_errors (student_id, assignment_id, sha256, "
-                       "error) VALUES (?, ?, ?, ?)", (student_id, assignment_id, sha256, error))
+                       "error, kind) VALUES (?, ?, ?, ?, ?)", (student_id, assignment_id, sha256, error, kind))
 
     # --------------------------------------------------------- staff decisions
     def add_override(self, student_id: str, assignment_id: str, task_id: str | None, points: float,
@@ -563,14 +570,18 @@ class Gradebook:
         return None if row is None else (row[0] or "")
 
     def history(self, assignment_id: str, student_id: str | None = None) -> list[Grading]:
-        """Every grading of the assignment (or of one student's submissions), oldest first:
-        the current grading of each submission and every earlier one it replaced."""
+        """Every grading of the assignment (or of one student's submissions), oldest first: the current
+        grading of each submission and every earlier one it replaced. Exactly one row per student is
+        `current`: the latest submission's grading, the one that counts; an earlier submission's is
+        replaced because LATER_SUBMISSION."""
         where, params = "assignment_id = ?", (assignment_id,)
         if student_id is not None:
             where, params = where + " AND student_id = ?", params + (student_id,)
-        current = [Grading(*row, current=True) for row in self._db.execute(
-            f"SELECT student_id, sha256, graded_at, total, max_points, fingerprint FROM submissions WHERE {where}",
-            params)]
+        counting = {record.student_id: record.sha256 for record in self._records(where, params)}  # as latest()
+        current = [Grading(*row, current=counting.get(row[0]) == row[1],
+                           replaced_because=None if counting.get(row[0]) == row[1] else LATER_SUBMISSION)
+                   for row in self._db.execute("SELECT student_id, sha256, graded_at, total, max_points, "
+                                               f"fingerprint FROM submissions WHERE {where}", params)]
         earlier = [Grading(*row[:6], current=False, replaced_at=row[6], replaced_because=row[7])
                    for row in self._db.execute(
                        "SELECT student_id, sha256, graded_at, total, max_points, fingerprint, replaced_at, "
@@ -644,10 +655,13 @@ class Gradebook:
         return found
 
     def errors(self, assignment_id: str) -> list[dict]:
-        rows = self._db.execute("SELECT student_id, sha256, error, recorded_at FROM batch_errors "
+        """The submissions of the assignment not graded: student, sha256, error, recorded_at and kind
+        (HANDIN_PROBLEM or GRADER_ERROR)."""
+        rows = self._db.execute("SELECT student_id, sha256, error, recorded_at, kind FROM batch_errors "
                                 "WHERE assignment_id = ? ORDER BY student_id",
                                 (assignment_id,)).fetchall()
-        return [{"student": r[0], "sha256": r[1], "error": r[2], "recorded_at": r[3]} for r in rows]
+        return [{"student": r[0], "sha256": r[1], "error": r[2], "recorded_at": r[3], "kind": r[4] or GRADER_ERROR}
+                for r in rows]
 
     def count(self, table: str) -> int:
         if table not in TABLES:
