@@ -429,7 +429,8 @@ def test_host_code_findings_cost_the_launcher_task_and_kernel_findings_every_tas
     findings, _ = check_sources(manifest, {**sources, "flash.py": "import sys\n" + python_inside})
     assert {(f.task, f.group) for f in findings} == {  # every task that launches the forward kernel
         ("flash_forward", "kernel_code"), ("flash_gqa", "kernel_code"), ("flash_speed", "kernel_code"),
-        ("flash_launcher", "kernel_code")}
+        ("flash_launcher", "kernel_code"),
+        ("flash_launcher", "evasion")}  # the host task reaches sys too, which is outside its allow-list
     assert {f.function for f in findings} == {"_flash_fwd_kernel", "flash_attention"}
     assert all("sys" in f.code for f in findings)
 
