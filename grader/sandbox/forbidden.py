@@ -37,10 +37,10 @@ GROUP_NAMES: dict[str, str] = {
     "multihead_attention": "torch.nn.MultiheadAttention",
     "matmul": "torch matrix products (matmul, @, bmm, mm, einsum) on the full problem",
     "numpy": "another array library instead of torch (numpy, scipy, jax, cupy, tensorflow, mlx)",
-    EVASION: ("code the grader cannot check (torch internals such as torch._C or torch.ops, names "
-              "or code built at run time with vars, globals, getattr, eval, exec or importlib, "
-              "introspection of frames, modules or the garbage collector, other threads, other programs "
-              "or libraries other than torch and triton)"),
+    EVASION: ("code the grader cannot check (a module outside the handout's list, such as torch internals "
+              "like torch._C or torch.ops, or pydoc, timeit and importlib; names or code built at run time "
+              "with vars, globals, getattr, eval or exec; introspection of frames, modules or the garbage "
+              "collector; other threads or other programs)"),
     COURSE_CODE: "the grader's or the course's own code (grader, reference, course_kernels)",
     NO_TRITON_LAUNCH: "no launch of a @triton.jit kernel of your own",
     KERNEL_CODE: "code inside a @triton.jit kernel that Triton does not compile",
@@ -263,7 +263,8 @@ def finding_reason(groups: list[str], functions: tuple[str, ...] = (), section: 
         parts.append("uses " + ", ".join(api) + "; this task asks you to write that part yourself")
     if EVASION in groups:
         parts.append("reaches " + GROUP_NAMES[EVASION] + ": call torch's public functions by their "
-                     "names and keep to torch, triton, math and your own files")
+                     "names and keep to the modules the handout lists under \"Modules you may use\" "
+                     "and your own files")
     if COURSE_CODE in groups:
         parts.append("imports " + GROUP_NAMES[COURSE_CODE] + ", which a submission may never do: "
                      "remove the import (rename your own module if it has one of these names)")
