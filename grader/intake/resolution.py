@@ -156,7 +156,7 @@ ROUTE_ATTRIBUTES: frozenset[str] = frozenset({
     "builtins", "importlib", "inspect", "os", "sys", "pickle", "copyreg", "pkgutil", "ctypes", "gc",
     "threading", "concurrent", "multiprocessing", "mp", "traceback", "pydoc", "timeit", "runpy", "marshal",
     "subprocess", "jit", "fx", "library", "ops", "overrides", "serialization", "utils", "package", "hub",
-    "export", "compiler", "knobs", "runtime", "jiterator", "classes", "func", "distributed", "cpp", "ir",
+    "export", "compiler", "knobs", "runtime", "jiterator", "classes", "distributed", "cpp", "ir",
     "backends", "tools", "hooks", "return_types",
 })
 # The modules (and packages) counted as such routes when `route_holders` walks the real objects.
@@ -164,7 +164,7 @@ _ROUTE_MODULES = ("builtins", "importlib", "inspect", "os", "sys", "pickle", "co
                   "threading", "concurrent", "multiprocessing", "traceback", "pydoc", "timeit", "runpy", "marshal",
                   "subprocess", "torch.jit", "torch.fx", "torch.library", "torch.ops", "torch.overrides",
                   "torch.serialization", "torch.utils", "torch.package", "torch.hub", "torch.export",
-                  "torch.compiler", "torch.cuda.jiterator", "torch.classes", "torch.func", "torch.distributed",
+                  "torch.compiler", "torch.cuda.jiterator", "torch.classes", "torch.distributed",
                   "torch.multiprocessing", "torch._C", "triton.compiler", "triton.knobs", "triton.runtime",
                   "triton.backends", "triton.tools", "triton._C")
 

@@ -147,7 +147,7 @@ ALLOWED_PACKAGES: frozenset[str] = frozenset({
     "torch.nn", "torch.autograd", "torch.linalg", "torch.fft", "torch.special", "torch.random",
     "torch.types", "torch.functional", "torch.return_types", "torch.amp", "torch.cuda", "torch.backends",
     "torch.testing", "torch.distributions", "torch.masked", "torch.nested", "torch.sparse", "torch.cpu",
-    "torch.version", "torch.torch_version", "torch.accelerator",
+    "torch.version", "torch.torch_version", "torch.accelerator", "torch.func",
     # Triton's language (kernels themselves are vetted by grader.intake.kernels)
     "triton.language",
 })
