@@ -600,3 +600,7 @@ def test_the_allow_list_is_stated_in_every_handout_with_a_forbidden_list():
         section = text[text.index("## Modules you may use"):]
         for name in ("math", "typing", "dataclasses", "functools", "itertools", "collections", "torch.nn"):
             assert name in ALLOWED_PACKAGES and f"`{name}`" in section, (assignment, name)
+    from grader.sandbox.forbidden import allow_list_text
+
+    written = allow_list_text()  # what `grade new` writes into a new handout
+    assert all(f"`{name}`" in written for name in ALLOWED_PACKAGES) and "`os.environ`" in written

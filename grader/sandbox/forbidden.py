@@ -145,7 +145,7 @@ ALLOWED_PACKAGES: frozenset[str] = frozenset({
     "collections", "enum", "abc", "copy", "operator", "types", "warnings", "contextlib", "random", "time",
     # torch's public math surface
     "torch.nn", "torch.autograd", "torch.linalg", "torch.fft", "torch.special", "torch.random",
-    "torch.types", "torch.functional", "torch.return_types", "torch.amp", "torch.cuda", "torch.backends",
+    "torch.types", "torch.functional", "torch.amp", "torch.cuda", "torch.backends",
     "torch.testing", "torch.distributions", "torch.masked", "torch.nested", "torch.sparse", "torch.cpu",
     "torch.version", "torch.torch_version", "torch.accelerator", "torch.func",
     # Triton's language (kernels themselves are vetted by grader.intake.kernels)
@@ -168,6 +168,15 @@ ALLOWED_NAMES: frozenset[str] = frozenset({"os.environ", "os.getenv"})
 # Libraries whose top-level name an import may name (besides the standard library and the
 # submission's own files); whether a use of them is allowed is the allow-list's to say.
 ALLOWED_LIBRARIES: frozenset[str] = frozenset({"torch", "triton", "typing_extensions"})
+
+
+def allow_list_text() -> str:
+    """The allow-list in one sentence of Markdown, for a handout written by `grade new`."""
+    modules = sorted(ALLOWED_EXACT | ALLOWED_PACKAGES, key=lambda m: (m.split(".")[0] not in ("torch", "triton"), m))
+    return ("In a task with things it may not use, your code may reach only these modules (imported, or as an "
+            "attribute of another module) and your own files: " + ", ".join(f"`{m}`" for m in modules)
+            + ", and " + " / ".join(f"`{n}`" for n in sorted(ALLOWED_NAMES)) + " to read a setting. Names are "
+            "written, not computed (no `getattr` of a computed name, `eval`, `exec`, `vars`, `__import__`, ...).")
 
 
 def module_allowed(name: str) -> bool:
