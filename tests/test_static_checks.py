@@ -526,6 +526,18 @@ ALLOW_LIST_EVASIONS = {
                              "    return timeit('t(x)', number=1, globals={'x': x})\n",
     "star import of torch.serialization": "from torch.serialization import *\ndef softmax(x, dim=-1):\n"
                                            "    return load('w.pt')\n",
+    "an annotation that calls, read back": "import pydoc\ndef softmax(x, dim=-1):\n"
+                                           "    def g(a: pydoc.locate('torch.exp')):\n        pass\n"
+                                           "    return g.__annotations__['a'](x)\n",
+    "a string annotation singledispatch evaluates": "import functools\n@functools.singledispatch\n"
+                                                    "def h(a):\n    return a\n"
+                                                    "def softmax(x, dim=-1):\n    @h.register\n"
+                                                    "    def _(a: '__import__(\"pydoc\")'):\n        pass\n"
+                                                    "    return x\n",
+    "getattr of a literal __dict__": "import torch\ndef softmax(x, dim=-1):\n"
+                                     "    return getattr(torch, '__dict__')['ex' + 'p'](x)\n",
+    "a private name of an allowed module": "import typing\ndef softmax(x, dim=-1):\n"
+                                           "    return typing._eval_type(x, {}, {})\n",
     "einops (a library the check cannot read)": "import einops\ndef softmax(x, dim=-1):\n"
                                                 "    return einops.rearrange(x, 'a b -> b a')\n",
 }

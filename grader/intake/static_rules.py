@@ -162,6 +162,7 @@ class Walker:
         for expr in [*a.defaults, *[d for d in a.kw_defaults if d is not None]]:
             if has_call(expr):
                 self.visit(expr)
+        self._annotations(node)
 
     def _class_at_import(self, node: ast.ClassDef) -> None:
         for decorator in node.decorator_list:
@@ -183,6 +184,26 @@ class Walker:
         a = node.args
         for expr in [*a.defaults, *[d for d in a.kw_defaults if d is not None]]:
             self.visit(expr)
+        self._annotations(node)
+
+    def _annotations(self, node: ast.AST) -> None:
+        """A definition's annotations, as far as they run: one with a call runs when the definition does,
+        and a string one is code that typing's evaluation runs (functools.singledispatch's register does)."""
+        a = node.args
+        found = [arg.annotation for arg in [*a.posonlyargs, *a.args, *a.kwonlyargs, a.vararg, a.kwarg]
+                 if arg is not None and arg.annotation is not None]
+        found += [node.returns] if getattr(node, "returns", None) is not None else []
+        for annotation in found:
+            if isinstance(annotation, ast.Constant) and isinstance(annotation.value, str):
+                try:
+                    code = ast.parse(annotation.value.strip(), mode="eval").body
+                except (SyntaxError, ValueError):
+                    continue
+                for sub in ast.walk(code):
+                    ast.copy_location(sub, annotation)
+                self.visit(code)
+            elif has_call(annotation):
+                self.visit(annotation)
 
     # ------------------------------------------------------------ recording
     def hit(self, group: str, node: ast.AST, why: str = "") -> None:
@@ -263,8 +284,8 @@ class Walker:
             if dotted == prefix or dotted.startswith(prefix + "."):
                 self.hit(EVASION, node, why)
                 break
-        if root in _PRIVATE_ROOTS and any(p.startswith("_") and not p.startswith("__") for p in parts[1:]):
-            self.hit(EVASION, node, _PRIVATE_ROOTS[root])
+        if any(p.startswith("_") and not p.startswith("__") for p in parts[1:]):
+            self.hit(EVASION, node, _PRIVATE_ROOTS.get(root, f"a private name of {root}"))
         if root not in NUMPY_MODULES and root not in COURSE_MODULES:
             self._resolved(dotted, node, whole)
 
@@ -294,6 +315,10 @@ class Walker:
         for group, names in ATTRIBUTES.items():
             if any(p in names for p in parts):
                 self.hit(group, node)
+        for p in parts:  # getattr(torch, "__dict__"), methodcaller("__getattribute__", ...)
+            if p in _ATTRIBUTES:
+                self.hit(EVASION, node, _ATTRIBUTES[p])
+                break
         for group, names in DOTTED.items():
             if text in names:
                 self.hit(group, node)

@@ -253,7 +253,7 @@ EVASION_RULES: tuple[EvasionRule, ...] = (
         "__func__", "__wrapped__", "__loader__", "__spec__", "__traceback__", "__reduce__",
         "__reduce_ex__", "f_back", "f_globals", "f_locals", "f_builtins", "f_code", "f_trace",
         "tb_frame", "tb_next", "gi_frame", "gi_code", "cr_frame", "cr_code", "ag_frame", "ag_code",
-        "co_code", "co_consts", "co_names",
+        "co_code", "co_consts", "co_names", "__annotations__",
     }), "introspection of frames, code objects, namespaces or classes"),
 )
 
