@@ -208,6 +208,8 @@ FIRST_TORCH_REEXPORTED_IMPORTLIB = ("failed", "forbidden")
 FIRST_REBOUND_LOCAL_MODULE = ("failed", "forbidden")
 FIRST_TRITON_REEXPORTED_BUILTINS = ("failed", "forbidden")
 FIRST_TYPE_HINTS_EVALUATED = ("failed", "forbidden")
+# a string annotation is code typing evaluates: the check reads it as code, and finds softmax in it too
+EXTRA_GROUPS = {"type_hints_evaluated": {"softmax"}}
 STRING_ROUTE_ATTACKS = {
     "pydoc_sparse_softmax": ('''
 import pydoc
@@ -283,7 +285,8 @@ def _string_route_graded(tmp_path: Path, level: str, name: str) -> None:
     first = next(o for o in result.outcomes if o.task == "normalize")
     assert (first.status, first.kind) == (status, kind), (first.status, first.kind, first.message)
     findings = [f for f in result.findings if f.task == "normalize"]
-    assert {f.group for f in findings} == {"evasion"} and {f.line for f in findings} == route_lines(source), findings
+    assert {f.group for f in findings} == {"evasion"} | EXTRA_GROUPS.get(name, set()), findings
+    assert {f.line for f in findings if f.group == "evasion"} == route_lines(source), findings
     assert not [f for f in result.findings if f.task != "normalize"]
     assert tasks["normalize"].earned == 0 and tasks["normalize"].status == "forbidden"
     assert tasks["double"].earned == tasks["double"].points and tasks["quiz"].earned == tasks["quiz"].points
