@@ -195,6 +195,118 @@ def test_sdpa_and_matrix_products_by_any_route_earn_nothing(tmp_path, level: str
     room.untouched()
 
 
+# --------------------------------------------------------------------------------- names computed from strings
+# Each `normalize` is right (a row softmax, or softmax's own implementation) and reaches it through a route
+# from a string to an object or to running code, or through a module torch or Triton re-exports: the static
+# check refuses the line by the allow-list (grader.intake.resolution), whatever the worker's recorder saw.
+# attack → (its `normalize`, (status, kind) of its first outcome)
+FIRST_PYDOC_SPARSE_SOFTMAX = ("failed", "forbidden")
+FIRST_PYDOC_SWITCHES_THEN_SOFTMAX = ("passed", "")  # its recorder switched off: the static check decides
+FIRST_TIMEIT_STATEMENT = ("failed", "forbidden")
+FIRST_PKGUTIL_RESOLVE_NAME = ("failed", "forbidden")
+FIRST_TORCH_REEXPORTED_IMPORTLIB = ("failed", "forbidden")
+FIRST_REBOUND_LOCAL_MODULE = ("failed", "forbidden")
+FIRST_TRITON_REEXPORTED_BUILTINS = ("failed", "forbidden")
+FIRST_TYPE_HINTS_EVALUATED = ("failed", "forbidden")
+# a string annotation is code typing evaluates: the check reads it as code, and finds softmax in it too
+EXTRA_GROUPS = {"type_hints_evaluated": {"softmax"}}
+STRING_ROUTE_ATTACKS = {
+    "pydoc_sparse_softmax": ('''
+import pydoc
+
+def normalize(x):
+    sparse = pydoc.locate("torch.sparse." + "soft" + "max")
+    return sparse(x.to_sparse(), -1).to_dense()
+''', FIRST_PYDOC_SPARSE_SOFTMAX),
+    "pydoc_switches_then_softmax": ('''
+import pydoc
+
+def normalize(x):
+    no_dispatch = pydoc.locate("torch._C." + "_DisableTorchDispatch")
+    no_function = pydoc.locate("torch._C." + "DisableTorchFunction")
+    with no_dispatch(), no_function():
+        return pydoc.locate("torch.nn.functional." + "soft" + "max")(x, -1)
+''', FIRST_PYDOC_SWITCHES_THEN_SOFTMAX),
+    "timeit_statement": ('''
+import timeit
+
+def normalize(x):
+    out = []
+    timeit.timeit("out.append(t.soft" + "max(x, -1))", number=1, globals={"out": out, "t": torch, "x": x})
+    return out[0]
+''', FIRST_TIMEIT_STATEMENT),
+    "pkgutil_resolve_name": ('''
+import pkgutil
+
+def normalize(x):
+    return pkgutil.resolve_name("torch.nn.functional:" + "soft" + "max")(x, -1)
+''', FIRST_PKGUTIL_RESOLVE_NAME),
+    "torch_reexported_importlib": ('''
+def normalize(x):
+    finder = torch.importlib.import_module("py" + "doc")
+    return finder.locate("torch." + "soft" + "max")(x, -1)
+''', FIRST_TORCH_REEXPORTED_IMPORTLIB),
+    "rebound_local_module": ('''
+def normalize(x):
+    m = torch
+    m = m.importlib
+    return m.import_module("py" + "doc").locate("torch." + "soft" + "max")(x, -1)
+''', FIRST_REBOUND_LOCAL_MODULE),
+    "triton_reexported_builtins": ('''
+import triton.language as tl
+
+def normalize(x):
+    return tl.math.core.builtins.eval("torch." + "soft" + "max")(x, -1)
+''', FIRST_TRITON_REEXPORTED_BUILTINS),
+    "type_hints_evaluated": ('''
+import typing
+
+def normalize(x):
+    def holder(a: "torch.soft" "max"):
+        pass
+    return typing.get_type_hints(holder, {"torch": torch})["a"](x, -1)
+''', FIRST_TYPE_HINTS_EVALUATED),
+}
+
+
+def route_lines(source: str) -> set[int]:
+    """The lines of `source` that reach outside the allow-list (what the finding must name)."""
+    marks = ("pydoc.", "timeit.", "pkgutil.", "importlib", "m = torch", "builtins", "get_type_hints")
+    return {i for i, line in enumerate(source.splitlines(), 1)
+            if any(mark in line for mark in marks) and not line.startswith("import ")}
+
+
+def _string_route_graded(tmp_path: Path, level: str, name: str) -> None:
+    body, (status, kind) = STRING_ROUTE_ATTACKS[name]
+    room = Classroom(tmp_path)
+    source = normalize_attack(body)
+    result = room.grade(source)
+    tasks = {t.task_id: t for t in result.score.tasks}
+    first = next(o for o in result.outcomes if o.task == "normalize")
+    assert (first.status, first.kind) == (status, kind), (first.status, first.kind, first.message)
+    findings = [f for f in result.findings if f.task == "normalize"]
+    assert {f.group for f in findings} == {"evasion"} | EXTRA_GROUPS.get(name, set()), findings
+    assert {f.line for f in findings if f.group == "evasion"} == route_lines(source), findings
+    assert not [f for f in result.findings if f.task != "normalize"]
+    assert tasks["normalize"].earned == 0 and tasks["normalize"].status == "forbidden"
+    assert tasks["double"].earned == tasks["double"].points and tasks["quiz"].earned == tasks["quiz"].points
+    assert result.isolation_level.startswith(level)
+    room.untouched()
+
+
+@pytest.mark.parametrize("name", sorted(STRING_ROUTE_ATTACKS))
+def test_a_name_computed_from_a_string_earns_nothing(tmp_path, level: str, name: str) -> None:
+    _string_route_graded(tmp_path, level, name)
+
+
+@pytest.mark.parametrize("level", ["bubblewrap"], indirect=True)
+@pytest.mark.parametrize("name", sorted(STRING_ROUTE_ATTACKS))
+def test_a_name_computed_from_a_string_earns_nothing_where_bubblewrap_starts_every_worker(
+        tmp_path, level: str, name: str, monkeypatch) -> None:
+    monkeypatch.setenv("GRADE_NO_ZYGOTE", "1")
+    _string_route_graded(tmp_path, level, name)
+
+
 # --------------------------------------------------------------------------------- IPC between students
 IPC_KEY = 0x6A0DE  # both students know it, as a class's cheaters would
 SENDER = f'''import ctypes, os, torch

@@ -429,7 +429,8 @@ def test_host_code_findings_cost_the_launcher_task_and_kernel_findings_every_tas
     findings, _ = check_sources(manifest, {**sources, "flash.py": "import sys\n" + python_inside})
     assert {(f.task, f.group) for f in findings} == {  # every task that launches the forward kernel
         ("flash_forward", "kernel_code"), ("flash_gqa", "kernel_code"), ("flash_speed", "kernel_code"),
-        ("flash_launcher", "kernel_code")}
+        ("flash_launcher", "kernel_code"),
+        ("flash_launcher", "evasion")}  # the host task reaches sys too, which is outside its allow-list
     assert {f.function for f in findings} == {"_flash_fwd_kernel", "flash_attention"}
     assert all("sys" in f.code for f in findings)
 
@@ -453,3 +454,165 @@ def test_runtime_invisible_softmax_earns_zero_through_the_real_grader():
         ("scaled_dot_product_attention", "softmax"), ("scaled_dot_product_attention", "evasion")}
     softmax = next(t for t in result.score.tasks if t.task_id == "softmax")
     assert "softmax family" in softmax.reason and "cannot check" in softmax.reason
+
+
+# ----------------------------------------------------------------------------------------------
+# The allow-list: what a dotted name resolves to, stdlib routes from a string, rebinding, re-exports.
+
+ALLOW_LIST_EVASIONS = {
+    "pydoc.locate": "import pydoc\ndef softmax(x, dim=-1):\n"
+                    "    return pydoc.locate('torch.sparse.' + 'soft' + 'max')(x, dim)\n",
+    "pydoc switches": "import pydoc, torch\ndef softmax(x, dim=-1):\n"
+                      "    with pydoc.locate('torch._C.' + 'DisableTorchFunction')():\n"
+                      "        return torch.nn.functional.__dict__['soft' + 'max'](x, dim)\n",
+    "from pydoc import locate": "from pydoc import locate as find\ndef softmax(x, dim=-1):\n"
+                                "    return find('torch.exp')(x)\n",
+    "timeit": "import timeit\ndef softmax(x, dim=-1):\n    out = {}\n"
+              "    timeit.timeit('o[0] = t(x, d)', number=1, globals={'o': out, 't': 0, 'x': x, 'd': dim})\n"
+              "    return out[0]\n",
+    "runpy": "import runpy\ndef softmax(x, dim=-1):\n    return runpy.run_path('/tmp/a.py')['f'](x)\n",
+    "pkgutil": "import pkgutil\ndef softmax(x, dim=-1):\n    return pkgutil.resolve_name('torch:exp')(x)\n",
+    "code.InteractiveInterpreter": "import code\ndef softmax(x, dim=-1):\n"
+                                   "    code.InteractiveInterpreter({'x': x}).runsource('x.exp()')\n    return x\n",
+    "pdb": "import pdb\ndef softmax(x, dim=-1):\n    return pdb.Pdb\n",
+    "typing.get_type_hints": "import typing\ndef softmax(x, dim=-1):\n"
+                             "    def f(a: 'x.exp()'):\n        pass\n"
+                             "    return typing.get_type_hints(f, locals())['a']\n",
+    "help": "def softmax(x, dim=-1):\n    help('torch')\n    return x\n",
+    "open /proc/self/mem": "def softmax(x, dim=-1):\n    open('/proc/self/mem', 'rb')\n    return x\n",
+    "os.system": "import os\ndef softmax(x, dim=-1):\n    os.system('true')\n    return x\n",
+    "os.environ's neighbour": "import os\ndef softmax(x, dim=-1):\n    return os.listdir('.')\n",
+    "torch.serialization.pickle": "import torch\ndef softmax(x, dim=-1):\n"
+                                  "    return torch.serialization.pickle.loads(b'')\n",
+    "torch.importlib": "import torch\ndef softmax(x, dim=-1):\n"
+                       "    return torch.importlib.import_module('pydoc').locate('torch.exp')(x)\n",
+    "from torch import inspect": "from torch import inspect as ins\ndef softmax(x, dim=-1):\n"
+                                 "    return ins.currentframe()\n",
+    "torch.nn.functional.importlib": "import torch.nn.functional as F\ndef softmax(x, dim=-1):\n"
+                                     "    return F.importlib.import_module('pydoc')\n",
+    "triton.language.math.core.builtins": "import triton.language as tl\ndef softmax(x, dim=-1):\n"
+                                           "    tl.math.core.builtins.exec('y = x.exp()')\n    return x\n",
+    "tl rebound to core": "import triton.language as tl\ntl = tl.math.core\ndef softmax(x, dim=-1):\n"
+                          "    tl.builtins.exec('y = 1')\n    return x\n",
+    "tl.extra.pkgutil": "import triton.language as tl\ndef softmax(x, dim=-1):\n"
+                        "    return tl.extra.pkgutil.resolve_name('torch:exp')(x)\n",
+    "triton.knobs": "import triton\ndef softmax(x, dim=-1):\n    return triton.knobs\n",
+    "triton.compile": "import triton\ndef softmax(x, dim=-1):\n    return triton.compile('k.ttir')\n",
+    "torch.utils.benchmark": "import torch.utils.benchmark as b\ndef softmax(x, dim=-1):\n"
+                             "    return b.Timer('t(x)', globals={'x': x}).timeit(1)\n",
+    "torch.utils.cpp_extension": "from torch.utils.cpp_extension import load_inline\ndef softmax(x, dim=-1):\n"
+                                 "    return load_inline('m', '')\n",
+    "torch.jit": "import torch\ndef softmax(x, dim=-1):\n    return torch.jit.script(lambda t: t)(x)\n",
+    "torch.fx": "import torch\ndef softmax(x, dim=-1):\n    return torch.fx.symbolic_trace\n",
+    "torch.load": "import torch\ndef softmax(x, dim=-1):\n    return torch.load('w.pt')\n",
+    "module rebound at module level": "import torch\nS = torch.serialization\ndef softmax(x, dim=-1):\n"
+                                      "    return S.pickle.loads(b'')\n",
+    "module in a local": "import torch\ndef softmax(x, dim=-1):\n    m = torch\n"
+                         "    return m.serialization.pickle.loads(b'')\n",
+    "module through a list": "import torch\nMODS = [torch]\ndef softmax(x, dim=-1):\n"
+                             "    return MODS[0].importlib.import_module('pydoc')\n",
+    "module as an argument": "import torch\ndef use(m, x):\n    return m\ndef softmax(x, dim=-1):\n"
+                             "    return use(torch, x)\n",
+    "getattr literal to a module": "import torch\ndef softmax(x, dim=-1):\n"
+                                   "    return getattr(torch.serialization, 'pickle').loads(b'')\n",
+    "getattr literal on a local": "import torch\ndef softmax(x, dim=-1):\n    m = [torch][0]\n"
+                                  "    return getattr(m, 'importlib')\n",
+    "attrgetter literal to a module": "import operator, torch\ndef softmax(x, dim=-1):\n"
+                                      "    return operator.attrgetter('serialization.pickle')(torch).loads(b'')\n",
+    "store into torch": "import torch\ndef softmax(x, dim=-1):\n    torch.exp = torch.sigmoid\n    return x\n",
+    "setattr literal into torch": "import torch\ndef softmax(x, dim=-1):\n"
+                                  "    setattr(torch, 'exp', None)\n    return x\n",
+    "star import of timeit": "from timeit import *\ndef softmax(x, dim=-1):\n"
+                             "    return timeit('t(x)', number=1, globals={'x': x})\n",
+    "star import of torch.serialization": "from torch.serialization import *\ndef softmax(x, dim=-1):\n"
+                                           "    return load('w.pt')\n",
+    "an annotation that calls, read back": "import pydoc\ndef softmax(x, dim=-1):\n"
+                                           "    def g(a: pydoc.locate('torch.exp')):\n        pass\n"
+                                           "    return g.__annotations__['a'](x)\n",
+    "a string annotation singledispatch evaluates": "import functools\n@functools.singledispatch\n"
+                                                    "def h(a):\n    return a\n"
+                                                    "def softmax(x, dim=-1):\n    @h.register\n"
+                                                    "    def _(a: '__import__(\"pydoc\")'):\n        pass\n"
+                                                    "    return x\n",
+    "getattr of a literal __dict__": "import torch\ndef softmax(x, dim=-1):\n"
+                                     "    return getattr(torch, '__dict__')['ex' + 'p'](x)\n",
+    "a private name of an allowed module": "import typing\ndef softmax(x, dim=-1):\n"
+                                           "    return typing._eval_type(x, {}, {})\n",
+    "einops (a library the check cannot read)": "import einops\ndef softmax(x, dim=-1):\n"
+                                                "    return einops.rearrange(x, 'a b -> b a')\n",
+}
+
+
+@pytest.mark.parametrize("form", sorted(ALLOW_LIST_EVASIONS))
+def test_every_route_outside_the_allow_list_is_an_evasion_naming_its_line(form):
+    source = ALLOW_LIST_EVASIONS[form]
+    findings, problems = check_sources(FULL, {"a.py": source})
+    assert not problems
+    assert {(f.task, f.group) for f in findings} >= {("soft", "evasion")}
+    assert {f.task for f in findings} == {"soft"}
+    lines = source.splitlines()
+    for f in findings:  # the finding names the line that reaches outside, and quotes it
+        assert f.line >= 1 and f.code.split(" — ")[0].split(":")[-1].strip()[:8] in lines[f.line - 1], (f, lines)
+
+
+def test_the_sparse_softmax_counts_as_softmax_by_what_it_resolves_to():
+    """torch.sparse.softmax is torch._C._sparse._sparse_softmax; and the run-time table holds its operations."""
+    from grader.intake.resolution import resolve_outside
+    from grader.sandbox.forbidden import OPERATIONS
+
+    assert ("softmax", "") in resolve_outside("torch.sparse.softmax")
+    assert ("softmax", "") in resolve_outside("torch.sparse.log_softmax")
+    assert found("import torch\nsp = torch.sparse\ndef softmax(x, dim=-1):\n    return sp.softmax(x, dim)\n") >= {
+        ("soft", "softmax")}
+    assert {"_sparse_softmax", "_sparse_log_softmax", "_sparse_softmax_backward_data",
+            "_sparse_log_softmax_backward_data", "_masked_softmax_backward"} <= OPERATIONS["softmax"]
+
+
+@pytest.mark.parametrize("source", [
+    "import math\nimport typing\nfrom dataclasses import dataclass\nimport functools, itertools, collections\n"
+    "import torch\nimport torch.nn as nn\nimport torch.nn.functional as F\nfrom typing import Optional\n"
+    "@dataclass\nclass Cfg:\n    n: int = 2\n"
+    "@functools.lru_cache(maxsize=None)\ndef scale(d: int) -> float:\n    return 1 / math.sqrt(d)\n"
+    "def softmax(x: torch.Tensor, dim: int = -1, out: Optional[torch.Tensor] = None) -> torch.Tensor:\n"
+    "    e = torch.exp(x - x.amax(dim, keepdim=True))\n    s = collections.OrderedDict(a=1)\n"
+    "    t = list(itertools.chain([1], [2]))\n    f = F.relu(e) * 0 + e\n"
+    "    with torch.no_grad():\n        pass\n"
+    "    assert isinstance(x, torch.Tensor) and x.dtype in (torch.float32, torch.float64)\n"
+    "    return f / f.sum(dim, keepdim=True) * scale(4) * 2 + 0 * len(s) * len(t)\n",
+    "import os\nimport types\nimport copy\nimport torch\n"
+    "BLOCK = 64 if os.environ.get('TRITON_INTERPRET') == '1' else 128\n"
+    "def softmax(x, dim=-1):\n    cfg = copy.copy(types.SimpleNamespace(n=BLOCK))\n    torch.manual_seed(0)\n"
+    "    x = x.to(torch.float32).contiguous()\n    e = (x - x.max(dim=dim, keepdim=True).values).exp()\n"
+    "    return e / e.sum(dim, keepdim=True) + 0 * cfg.n\n",
+    "import torch\nimport triton\nimport triton.language as tl\nfrom math import *\n"
+    "def softmax(x, dim=-1):\n    n = triton.next_power_of_2(x.shape[-1]) + triton.cdiv(4, 2) + floor(sqrt(4))\n"
+    "    torch.backends.cuda.matmul.allow_tf32 = False\n    y = torch.empty_like(x, dtype=torch.float32)\n"
+    "    return torch.exp(x) / torch.exp(x).sum(dim, keepdim=True) + 0 * n + 0 * y.sum()\n",
+])
+def test_real_code_on_the_allow_list_has_no_finding(source):
+    assert found(source) == set()
+
+
+def test_the_route_attributes_table_covers_every_module_torch_and_triton_hold():
+    """Walks the real modules: every public attribute of an allowed torch or Triton module that holds a
+    module turning a string into an object or code is refused on objects the check cannot follow."""
+    from grader.intake.resolution import ROUTE_ATTRIBUTES, route_holders
+
+    holders = route_holders()
+    assert {"builtins", "importlib", "pickle", "serialization", "jit"} <= set(holders)
+    assert set(holders) <= ROUTE_ATTRIBUTES, sorted(set(holders) - ROUTE_ATTRIBUTES)
+
+
+def test_the_allow_list_is_stated_in_every_handout_with_a_forbidden_list():
+    from grader.sandbox.forbidden import ALLOWED_PACKAGES
+
+    for assignment in REAL:
+        text = (ROOT / "assignments" / assignment / "README.md").read_text(encoding="utf-8")
+        assert "## Modules you may use" in text, assignment
+        section = text[text.index("## Modules you may use"):]
+        for name in ("math", "typing", "dataclasses", "functools", "itertools", "collections", "torch.nn"):
+            assert name in ALLOWED_PACKAGES and f"`{name}`" in section, (assignment, name)
+    from grader.sandbox.forbidden import allow_list_text
+
+    written = allow_list_text()  # what `grade new` writes into a new handout
+    assert all(f"`{name}`" in written for name in ALLOWED_PACKAGES) and "`os.environ`" in written

@@ -32,6 +32,7 @@ from grader.core.course import Course
 from grader.core.errors import GraderError
 from grader.core.handout import points_table
 from grader.core.manifest import load_manifest
+from grader.sandbox.forbidden import allow_list_text
 
 ID_RULE = re.compile(r"^[a-z][a-z0-9_]*$")
 QUIZ_POINTS = 10
@@ -117,6 +118,10 @@ Each task ({listed}) asks for every row of `x` scaled to unit length:
   matched one to one.
 - float32 and float64; return the input's dtype. Inputs may be non-contiguous
   views; never change them in place.
+
+## Modules you may use
+
+{allow_list_text()}
 
 ## Checking your work
 

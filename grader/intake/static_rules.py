@@ -8,12 +8,20 @@ through `grader.intake.source_program`; the tables of what counts as evasion and
 API groups are in `grader.sandbox.forbidden`. `walk_program` walks every unit of a
 `Program` once.
 """
+# One module because the walk is one visitor: each node kind's rule needs the scopes, the unit being
+# filled and the program's resolution at once, and splitting the visitor would pass all three around.
 
 from __future__ import annotations
 
 import ast
-import sys
 
+from grader.intake.resolution import (
+    outside_attribute,
+    resolve_outside,
+    resolves_to_module,
+    star_binds,
+    store_outside,
+)
 from grader.intake.source_program import (
     TRY_NODES,
     Hit,
@@ -28,7 +36,6 @@ from grader.intake.source_program import (
     target_names,
 )
 from grader.sandbox.forbidden import (
-    ALLOWED_LIBRARIES,
     ATTRIBUTES,
     CLASS_CHAIN_HARMLESS,
     COURSE_CODE,
@@ -37,6 +44,7 @@ from grader.sandbox.forbidden import (
     EVASION,
     EVASION_RULES,
     NUMPY_MODULES,
+    module_allowed,
 )
 
 GETATTR_FAMILY = frozenset({"getattr", "setattr", "delattr", "hasattr"})
@@ -82,7 +90,10 @@ def _walk_module(program: Program, module: ModuleInfo) -> None:
             for target in targets:
                 for name in target_names(target):
                     unit = program.units[(module.name, f"{name}@{node.lineno}")]
-                    Walker(program, module, unit, []).visit(node.value)
+                    walker = Walker(program, module, unit, [])
+                    if isinstance(target, ast.Name) and name in module.aliases:  # `F = torch.nn.functional`
+                        walker.not_values.add(id(node.value))
+                    walker.visit(node.value)
 
 
 class Walker:
@@ -94,6 +105,9 @@ class Walker:
         self.unit = unit
         self.scopes = scopes
         self.done: set[int] = set()  # ids of nodes already handled as part of a larger one
+        # ids of names that read a module but do not pass it on as a value: a module-level alias's value
+        # (`F = torch.nn.functional`), getattr's object with a literal name (`getattr(F, 'relu')`)
+        self.not_values: set[int] = set()
 
     # ------------------------------------------------------------ entry points
     def function(self, node: ast.AST) -> None:
@@ -148,6 +162,7 @@ class Walker:
         for expr in [*a.defaults, *[d for d in a.kw_defaults if d is not None]]:
             if has_call(expr):
                 self.visit(expr)
+        self._annotations(node)
 
     def _class_at_import(self, node: ast.ClassDef) -> None:
         for decorator in node.decorator_list:
@@ -169,6 +184,26 @@ class Walker:
         a = node.args
         for expr in [*a.defaults, *[d for d in a.kw_defaults if d is not None]]:
             self.visit(expr)
+        self._annotations(node)
+
+    def _annotations(self, node: ast.AST) -> None:
+        """A definition's annotations, as far as they run: one with a call runs when the definition does,
+        and a string one is code that typing's evaluation runs (functools.singledispatch's register does)."""
+        a = node.args
+        found = [arg.annotation for arg in [*a.posonlyargs, *a.args, *a.kwonlyargs, a.vararg, a.kwarg]
+                 if arg is not None and arg.annotation is not None]
+        found += [node.returns] if getattr(node, "returns", None) is not None else []
+        for annotation in found:
+            if isinstance(annotation, ast.Constant) and isinstance(annotation.value, str):
+                try:
+                    code = ast.parse(annotation.value.strip(), mode="eval").body
+                except (SyntaxError, ValueError):
+                    continue
+                for sub in ast.walk(code):
+                    ast.copy_location(sub, annotation)
+                self.visit(code)
+            elif has_call(annotation):
+                self.visit(annotation)
 
     # ------------------------------------------------------------ recording
     def hit(self, group: str, node: ast.AST, why: str = "") -> None:
@@ -215,14 +250,23 @@ class Walker:
                 out.append(("ext", f"{star}.{name}", "star"))
         return [*out, ("builtin", name)]
 
-    def _check_dotted(self, dotted: str, node: ast.AST, star: bool = False) -> None:
+    def _check_dotted(self, dotted: str, node: ast.AST, star: bool = False, whole: bool = False) -> None:
+        """A library name `dotted` (aliases resolved) read at `node`; `whole`: used as a value, not as
+        the object of a further attribute or call."""
         parts = dotted.split(".")
         for i in range(2, len(parts) + 1):
             prefix = ".".join(parts[:i])
             for group, names in DOTTED.items():
                 if prefix in names:
                     self.hit(group, node)
-        if star:  # `from torch import *`: only names that are known to be forbidden
+        if star:  # `from torch import *`: the names it binds, resolved; others are builtins or undefined
+            origin = ".".join(parts[:-1])
+            if module_allowed(origin) and star_binds(origin, parts[-1]):
+                self._resolved(dotted, node, whole)
+            elif not module_allowed(origin) and origin.split(".")[0] not in COURSE_MODULES | NUMPY_MODULES \
+                    and star_binds(origin, parts[-1]):
+                self.hit(EVASION, node, f"{parts[-1]} may come from `from {origin} import *`, and {origin} is not "
+                                        f"among the modules a submission may use")
             if parts[-1] in _BUILTINS or parts[-1] in _NAME_ARG:
                 return
             for group, attrs in ATTRIBUTES.items():
@@ -240,11 +284,17 @@ class Walker:
             if dotted == prefix or dotted.startswith(prefix + "."):
                 self.hit(EVASION, node, why)
                 break
-        if root in _PRIVATE_ROOTS and any(p.startswith("_") and not p.startswith("__") for p in parts[1:]):
-            self.hit(EVASION, node, _PRIVATE_ROOTS[root])
-        if (root not in ALLOWED_LIBRARIES and root not in NUMPY_MODULES and root not in COURSE_MODULES
-                and root not in sys.stdlib_module_names and root not in sys.builtin_module_names):
-            self.hit(EVASION, node, f"{root} is a library the grader cannot read")
+        if any(p.startswith("_") and not p.startswith("__") for p in parts[1:]):
+            self.hit(EVASION, node, _PRIVATE_ROOTS.get(root, f"a private name of {root}"))
+        if root not in NUMPY_MODULES and root not in COURSE_MODULES:
+            self._resolved(dotted, node, whole)
+
+    def _resolved(self, dotted: str, node: ast.AST, whole: bool) -> None:
+        """Decide by resolution: what `dotted` is among the real objects, against the allow-list."""
+        for group, why in resolve_outside(dotted):
+            self.hit(group, node, why)
+        if whole and id(node) not in self.not_values and resolves_to_module(dotted):
+            self.hit(EVASION, node, f"{dotted} is a module used as a value; call its functions by name")
 
     def _check_attributes(self, attrs: list[str], node: ast.AST, api: list[str] | None = None) -> None:
         """Evasion attributes among `attrs`, and API groups named by `api` (default: all of them)."""
@@ -265,6 +315,10 @@ class Walker:
         for group, names in ATTRIBUTES.items():
             if any(p in names for p in parts):
                 self.hit(group, node)
+        for p in parts:  # getattr(torch, "__dict__"), methodcaller("__getattribute__", ...)
+            if p in _ATTRIBUTES:
+                self.hit(EVASION, node, _ATTRIBUTES[p])
+                break
         for group, names in DOTTED.items():
             if text in names:
                 self.hit(group, node)
@@ -284,7 +338,8 @@ class Walker:
             elif kind[0] == "module":  # a module used as an object: all of it
                 self.unit.whole.add(kind[1])
             elif kind[0] == "ext":
-                self._check_dotted(".".join([kind[1], *attrs]), node, star=len(kind) > 2)
+                self._check_dotted(".".join([kind[1], *attrs]), node, star=len(kind) > 2,
+                                   whole=isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load))
             elif kind[0] == "builtin":
                 name = kind[1]
                 if name in _BUILTINS:
@@ -334,6 +389,7 @@ class Walker:
         root, attrs, kinds = self._resolve_chain(node)
         if not isinstance(root, ast.Name):
             self._check_attributes(attrs, node)
+            self._route_attributes(attrs, node)
             self.visit(root)
             return
         if root.id == "__class__" or (root.id.startswith("__") and root.id in _ATTRIBUTES):
@@ -349,9 +405,15 @@ class Walker:
                 own = True
                 self.unit.whole.add(kind[1])
             elif kind[0] == "ext":
-                self._check_dotted(kind[1], node, star=len(kind) > 2)
+                self._check_dotted(kind[1], node, star=len(kind) > 2, whole=isinstance(node.ctx, ast.Load))
+                if not isinstance(node.ctx, ast.Load) and self._local(root.id) is None:
+                    why = store_outside(kind[1])
+                    if why:
+                        self.hit(EVASION, node, why)
             elif kind[0] == "builtin":
                 self._reference([kind], root, [])
+        if not kinds or any(k[0] in ("local", "builtin", "bind") for k in kinds):
+            self._route_attributes(attrs, node)
         # Attributes of the student's own names are the student's own (helpers.softmax). Under an
         # imported module the dotted name was checked whole, so only its last part can be a
         # function's name: torch.backends.cuda.matmul.allow_tf32 is not a matrix product.
@@ -362,6 +424,14 @@ class Walker:
         else:
             api = attrs
         self._check_attributes(attrs, node, api)
+
+    def _route_attributes(self, attrs: list[str], node: ast.AST) -> None:
+        """Attributes read from an object the check cannot follow that can hold a module running strings."""
+        for attr in attrs:
+            why = outside_attribute(attr)
+            if why:
+                self.hit(EVASION, node, why)
+                return
 
     def _store_attribute(self, name: str, attrs: list[str]) -> None:
         """`STATE.fn = g` or `helpers.f = g`: this unit becomes part of that name."""
@@ -417,6 +487,8 @@ class Walker:
                 self._literal(name, node)
                 if func.id == "setattr" and node.args:
                     self._setattr(node.args[0], name)
+                self._named_attribute(func.id, node.args[0], name, node)
+                self.not_values.add(id(node.args[0]))
         elif dotted in ("operator.attrgetter", "operator.methodcaller"):
             self.done.add(id(func))
             args = node.args if dotted == "operator.attrgetter" else node.args[:1]
@@ -442,11 +514,40 @@ class Walker:
                     if kind[0] == "bind" and self.program.modules[kind[1]].classes.get(
                             (kind[1], kind[2])) is None:
                         self._write(kind[1], kind[2])
+        if isinstance(func, ast.Call) and self._dotted_of(func.func) == "operator.attrgetter" and node.args:
+            self._attrgetter_applied(func, node.args[0], node)
         if isinstance(func, ast.Subscript):
             self._launch(func.value)
         if dotted is not None and dotted.split(".")[0] == "triton" and dotted.endswith(".jit"):
             self.unit.makes_kernel = True
         self.generic(node)
+
+    def _named_attribute(self, how: str, target: ast.AST, name: str, node: ast.AST) -> None:
+        """`getattr(torch.serialization, "pickle")` is `torch.serialization.pickle`, resolved; a literal name
+        that can hold a module running strings is refused on any object, as an attribute would be."""
+        if "." in name:
+            return  # not an attribute name getattr can read (a literal checked by _literal)
+        dotted = self._dotted_of(target)
+        if dotted is not None and any(k[0] == "ext" for k in self._resolve_chain(target)[2]):
+            if how in ("setattr", "delattr"):
+                why = store_outside(f"{dotted}.{name}")
+                if why:
+                    self.hit(EVASION, node, why)
+            else:
+                self._check_dotted(f"{dotted}.{name}", node)
+        elif how != "hasattr":
+            self._route_attributes([name], node)
+
+    def _attrgetter_applied(self, getter: ast.Call, target: ast.AST, node: ast.AST) -> None:
+        """`operator.attrgetter("nn.functional.relu")(torch)`: the literal names, resolved on a library object."""
+        names = [fold(a) for a in getter.args]
+        dotted = self._dotted_of(target)
+        if dotted is None or not names or any(n is None for n in names):
+            return
+        if any(k[0] == "ext" for k in self._resolve_chain(target)[2]):
+            self.not_values.add(id(target))
+            for name in names:
+                self._check_dotted(f"{dotted}.{name}", node)
 
     def _setattr(self, target: ast.AST, name: str) -> None:
         root, attrs = chain(target)

@@ -37,10 +37,10 @@ GROUP_NAMES: dict[str, str] = {
     "multihead_attention": "torch.nn.MultiheadAttention",
     "matmul": "torch matrix products (matmul, @, bmm, mm, einsum) on the full problem",
     "numpy": "another array library instead of torch (numpy, scipy, jax, cupy, tensorflow, mlx)",
-    EVASION: ("code the grader cannot check (torch internals such as torch._C or torch.ops, names "
-              "or code built at run time with vars, globals, getattr, eval, exec or importlib, "
-              "introspection of frames, modules or the garbage collector, other threads, other programs "
-              "or libraries other than torch and triton)"),
+    EVASION: ("code the grader cannot check (a module outside the handout's list, such as torch internals "
+              "like torch._C or torch.ops, or pydoc, timeit and importlib; names or code built at run time "
+              "with vars, globals, getattr, eval or exec; introspection of frames, modules or the garbage "
+              "collector; other threads or other programs)"),
     COURSE_CODE: "the grader's or the course's own code (grader, reference, course_kernels)",
     NO_TRITON_LAUNCH: "no launch of a @triton.jit kernel of your own",
     KERNEL_CODE: "code inside a @triton.jit kernel that Triton does not compile",
@@ -85,7 +85,8 @@ DOTTED: dict[str, frozenset[str]] = {
 # the names of the torch functions and Tensor methods that reveal the group.
 ATTRIBUTES: dict[str, frozenset[str]] = {
     "softmax": frozenset({"softmax", "log_softmax", "softmin", "_softmax", "_log_softmax",
-                          "_safe_softmax", "gumbel_softmax", "Softmax", "LogSoftmax", "Softmin", "Softmax2d"}),
+                          "_safe_softmax", "gumbel_softmax", "Softmax", "LogSoftmax", "Softmin", "Softmax2d",
+                          "_sparse_softmax", "_sparse_log_softmax", "_masked_softmax"}),
     "sdpa": frozenset({"scaled_dot_product_attention", "_scaled_dot_product_attention_math",
                        "_scaled_dot_product_flash_attention",
                        "_scaled_dot_product_efficient_attention",
@@ -107,7 +108,9 @@ ATTRIBUTES: dict[str, frozenset[str]] = {
 # bmm, and its name is still seen through ATTRIBUTES.
 OPERATIONS: dict[str, frozenset[str]] = {
     "softmax": frozenset({"_softmax", "_log_softmax", "_safe_softmax", "_masked_softmax",
-                          "_softmax_backward_data", "_log_softmax_backward_data"}),
+                          "_softmax_backward_data", "_log_softmax_backward_data", "_masked_softmax_backward",
+                          "_sparse_softmax", "_sparse_log_softmax", "_sparse_softmax_backward_data",
+                          "_sparse_log_softmax_backward_data", "_nested_tensor_softmax_with_shape"}),
     "sdpa": frozenset({"_scaled_dot_product_flash_attention", "_scaled_dot_product_flash_attention_for_cpu",
                        "_scaled_dot_product_efficient_attention", "_scaled_dot_product_cudnn_attention",
                        "_scaled_dot_product_fused_attention_overrideable", "_scaled_dot_product_attention_math",
@@ -126,10 +129,64 @@ NUMPY_MODULES: frozenset[str] = frozenset({
 # Top-level modules of the course itself: never importable by a submission.
 COURSE_MODULES: frozenset[str] = frozenset({"grader", "reference", "course_kernels"})
 
-# Libraries (besides the standard library and the submission's own files) whose use the
-# static check can vouch for. Anything else is evasion in a task with a forbidden list:
-# the grader cannot see what it calls.
+# The allow-list: the modules a submission may reach in a task with a forbidden list (by an
+# import, or as an attribute of another module: `torch.serialization.pickle` is pickle). A module
+# is allowed when it is listed in ALLOWED_EXACT, or it or a package above it is in
+# ALLOWED_PACKAGES, and no part of its name after the first starts with "_" and it is not in
+# or under DENIED_MODULES. Everything else (the rest of the standard library, other
+# libraries, the rest of torch and Triton) is evasion where it is used: the grader cannot see
+# what it runs, and most of it turns a string into an object or into running code (pydoc,
+# timeit, runpy, importlib, pickle, torch.jit, torch.utils.cpp_extension...). Each handout
+# (assignments/<id>/README.md) states the list.
+ALLOWED_EXACT: frozenset[str] = frozenset({"torch", "triton", "__future__"})
+ALLOWED_PACKAGES: frozenset[str] = frozenset({
+    # the standard library's plain helpers: numbers, containers, typing, small utilities
+    "math", "cmath", "numbers", "typing", "typing_extensions", "dataclasses", "functools", "itertools",
+    "collections", "enum", "abc", "copy", "operator", "types", "warnings", "contextlib", "random", "time",
+    # torch's public math surface
+    "torch.nn", "torch.autograd", "torch.linalg", "torch.fft", "torch.special", "torch.random",
+    "torch.types", "torch.functional", "torch.amp", "torch.cuda", "torch.backends",
+    "torch.testing", "torch.distributions", "torch.masked", "torch.nested", "torch.sparse", "torch.cpu",
+    "torch.version", "torch.torch_version", "torch.accelerator", "torch.func",
+    # Triton's language (kernels themselves are vetted by grader.intake.kernels)
+    "triton.language",
+})
+DENIED_MODULES: frozenset[str] = frozenset({
+    "torch.nn.parallel",  # runs modules on other threads
+    "torch.cuda.jiterator",  # compiles CUDA source given as a string
+})
+# Where torch's and Triton's allowed modules keep some of the classes and functions they
+# re-export (triton.jit is triton.runtime.jit.jit): reachable as those objects, not as modules.
+OBJECT_HOMES: frozenset[str] = frozenset({
+    "triton.runtime.jit", "triton.runtime.autotuner", "triton.runtime.errors", "triton.errors",
+    "triton.compiler.errors",
+    "triton.runtime.interpreter",  # under TRITON_INTERPRET=1, tl.zeros and its kin are the interpreter's
+})
+# Names in modules outside the allow-list that a submission may still read: the environment
+# (a kernel file may pick its tile sizes by TRITON_INTERPRET), and what is under them.
+ALLOWED_NAMES: frozenset[str] = frozenset({"os.environ", "os.getenv"})
+# Libraries whose top-level name an import may name (besides the standard library and the
+# submission's own files); whether a use of them is allowed is the allow-list's to say.
 ALLOWED_LIBRARIES: frozenset[str] = frozenset({"torch", "triton", "typing_extensions"})
+
+
+def allow_list_text() -> str:
+    """The allow-list in one sentence of Markdown, for a handout written by `grade new`."""
+    modules = sorted(ALLOWED_EXACT | ALLOWED_PACKAGES, key=lambda m: (m.split(".")[0] not in ("torch", "triton"), m))
+    return ("In a task with things it may not use, your code may reach only these modules (imported, or as an "
+            "attribute of another module) and your own files: " + ", ".join(f"`{m}`" for m in modules)
+            + ", and " + " / ".join(f"`{n}`" for n in sorted(ALLOWED_NAMES)) + " to read a setting. Names are "
+            "written, not computed (no `getattr` of a computed name, `eval`, `exec`, `vars`, `__import__`, ...).")
+
+
+def module_allowed(name: str) -> bool:
+    """Whether a submission in a task with a forbidden list may reach the module `name` (dotted)."""
+    parts = name.split(".")
+    if any(p.startswith("_") for p in parts[1:]) or (parts[0].startswith("_") and name not in ALLOWED_EXACT):
+        return False
+    if any(name == d or name.startswith(d + ".") for d in DENIED_MODULES):
+        return False
+    return name in ALLOWED_EXACT or any(name == a or name.startswith(a + ".") for a in ALLOWED_PACKAGES)
 
 
 @dataclass(frozen=True)
@@ -158,14 +215,20 @@ EVASION_RULES: tuple[EvasionRule, ...] = (
     }), "torch machinery below or beside its public functions"),
     EvasionRule("private", frozenset({"torch"}), "torch internals (names starting with _)"),
     EvasionRule("builtin", frozenset({"vars", "globals", "locals"}), "a namespace dictionary"),
-    EvasionRule("builtin", frozenset({"eval", "exec", "compile", "__import__", "breakpoint"}),
+    EvasionRule("builtin", frozenset({"eval", "exec", "compile", "__import__", "breakpoint", "help"}),
                 "code or imports built at run time"),
+    EvasionRule("builtin", frozenset({"open"}), "a file (such as the process's own memory)"),
     EvasionRule("name_arg", frozenset({"getattr", "setattr", "delattr", "hasattr",
                                        "operator.attrgetter", "operator.methodcaller"}),
                 "an attribute name computed at run time"),
     EvasionRule("prefix", frozenset({
-        "importlib", "imp", "pkgutil", "zipimport", "runpy", "builtins", "code", "codeop",
-    }), "imports or code built at run time"),
+        "importlib", "imp", "pkgutil", "zipimport", "runpy", "builtins", "code", "codeop", "pydoc",
+        "timeit", "pdb", "bdb", "doctest", "trace", "profile", "cProfile", "typing.get_type_hints",
+        "typing.ForwardRef", "typing_extensions.get_type_hints", "typing_extensions.get_annotations",
+        "typing_extensions.ForwardRef", "typing_extensions.evaluate_forward_ref",
+        "torch.utils.benchmark", "torch.cuda.jiterator", "triton.compile", "triton.compiler",
+        "triton.runtime.driver", "triton.knobs", "triton.tools",
+    }), "imports, objects or code built from a string at run time"),
     EvasionRule("prefix", frozenset({
         "sys.modules", "sys._getframe", "sys._current_frames", "sys.settrace", "sys.setprofile",
         "sys.meta_path", "sys.path_hooks", "sys.path_importer_cache", "threading.settrace",
@@ -190,7 +253,7 @@ EVASION_RULES: tuple[EvasionRule, ...] = (
         "__func__", "__wrapped__", "__loader__", "__spec__", "__traceback__", "__reduce__",
         "__reduce_ex__", "f_back", "f_globals", "f_locals", "f_builtins", "f_code", "f_trace",
         "tb_frame", "tb_next", "gi_frame", "gi_code", "cr_frame", "cr_code", "ag_frame", "ag_code",
-        "co_code", "co_consts", "co_names",
+        "co_code", "co_consts", "co_names", "__annotations__",
     }), "introspection of frames, code objects, namespaces or classes"),
 )
 
@@ -209,7 +272,8 @@ def finding_reason(groups: list[str], functions: tuple[str, ...] = (), section: 
         parts.append("uses " + ", ".join(api) + "; this task asks you to write that part yourself")
     if EVASION in groups:
         parts.append("reaches " + GROUP_NAMES[EVASION] + ": call torch's public functions by their "
-                     "names and keep to torch, triton, math and your own files")
+                     "names and keep to the modules the handout lists under \"Modules you may use\" "
+                     "and your own files")
     if COURSE_CODE in groups:
         parts.append("imports " + GROUP_NAMES[COURSE_CODE] + ", which a submission may never do: "
                      "remove the import (rename your own module if it has one of these names)")
