@@ -583,9 +583,9 @@ class Gradebook:
 
     def regrade_jobs(self, assignment_id: str | None = None, student_id: str | None = None, *,
                      reason: str = "regraded by staff") -> int:
-        """Queue again the latest finished CPU job of each student (of one assignment or all, of one student
-        or all); how many were queued."""
-        where, params = ["tier = 'cpu'", "state IN ('done', 'failed')"], []
+        """Queue again the latest CPU job of each student (of one assignment or all, of one student or all)
+        when it has finished; how many were queued."""
+        where, params = ["tier = 'cpu'"], []
         if assignment_id is not None:
             where.append("assignment_id = ?")
             params.append(assignment_id)
@@ -593,9 +593,11 @@ class Gradebook:
             where.append("student_id = ?")
             params.append(student_id)
         with self._transaction() as db:
-            ids = [r[0] for r in db.execute(
+            latest = [r[0] for r in db.execute(
                 f"SELECT MAX(id) FROM jobs WHERE {' AND '.join(where)} GROUP BY student_id, assignment_id",
                 tuple(params))]
+            ids = [i for i in latest  # one already queued or running is left as it is
+                   if db.execute("SELECT state FROM jobs WHERE id = ?", (i,)).fetchone()[0] in ("done", "failed")]
             db.executemany("UPDATE jobs SET state = 'queued', reason = ?, attempts = 0, error = NULL, "
                            "finished_at = NULL WHERE id = ?", [(reason, i) for i in ids])
         return len(ids)
