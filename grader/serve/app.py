@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import sys
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -52,6 +53,7 @@ REPORT_HEADERS = {**PAGE_HEADERS, "Content-Security-Policy": "default-src 'none'
                                                              "img-src data:; frame-ancestors 'none'"}
 STATIC = {"serve.css": "text/css", "status.js": "text/javascript"}
 TIERS = ("cpu", "gpu")
+NEXT_PAGE = re.compile(r"/(a/[A-Za-z0-9_-]{1,64}|jobs/[0-9]{1,12}(/report)?|staff)")  # where a sign-in link may lead
 
 
 class PageError(Exception):
@@ -182,7 +184,9 @@ def create_app(state: ServerState) -> Starlette:
         if opened is None:
             raise PageError(403, "This sign-in link is not valid or has expired: ask your course staff for a new "
                                  "one.")
-        response = RedirectResponse("/staff" if opened[1] == "staff" else "/", status_code=303,
+        wanted = request.query_params.get("next", "")
+        target = wanted if NEXT_PAGE.fullmatch(wanted) else "/staff" if opened[1] == "staff" else "/"
+        response = RedirectResponse(target, status_code=303,
                                     headers={"Referrer-Policy": "no-referrer"})
         response.set_cookie(COOKIE, state.signer.session_cookie(*opened), max_age=state.signer.session_s,
                             httponly=True, samesite="lax", secure=request.url.scheme == "https")
