@@ -63,6 +63,9 @@ def open_server(course: Course, *, gradebook_path: Path, executor_kind: str | No
     ids = assignment_ids or course.assignment_ids()
     if not ids:
         raise GraderError(f"{course.root} has no assignments to serve")
+    if executor_kind == "ray" and len(ids) > 1:  # a Ray executor's nodes read one assignment's manifest
+        raise GraderError(f"with --executor ray a server serves one assignment: pass --assignment ID (one of "
+                          f"{', '.join(ids)}), and start one server per assignment")
     assignments = {i: Assignment.load(course, i) for i in ids}
     first = next(iter(assignments.values()))
     if not allow_weak_sandbox and executor_kind in (None, "local"):
