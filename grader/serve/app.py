@@ -40,6 +40,7 @@ from grader.core.text import one_line
 from grader.serve.auth import Session, Signer
 from grader.serve.queue import ServerBook
 from grader.serve.runner import Runner, submitted_now
+from grader.serve.tiers import leaderboard, timing_tasks
 from grader.serve.uploads import MAX_PARTS, MAX_UPLOAD_BYTES, pack, read_upload
 from grader.storage.gradebook import JobRecord
 
@@ -76,6 +77,7 @@ class ServerState:
     settings: ServeSettings
     runners: dict[str, Runner] = field(default_factory=dict)  # tier → its runner ("gpu" only with a GPU worker)
     spool: Path = Path(".")
+    alias_key: bytes = b""  # keys the leaderboard's aliases (the signing key: stable, secret)
 
 
 # ------------------------------------------------------------------ words and facts the pages show
@@ -266,6 +268,16 @@ def create_app(state: ServerState) -> Starlette:
 
         return HTMLResponse(render_html(record.result, state.course.templates_dir), headers=REPORT_HEADERS)
 
+    def leaderboard_page(request: Request) -> Response:
+        session = signed_in(request)
+        assignment = served(request.path_params["assignment"])
+        if not timing_tasks(assignment.manifest):
+            raise PageError(404, "This assignment has no timed kernels, so no leaderboard.")
+        latest = state.store.call(lambda book: book.latest(assignment.id))
+        rows = leaderboard({s: r.result for s, r in latest.items()}, state.alias_key, session.user)
+        return page(request, "leaderboard.html.j2", f"{assignment.manifest.title}: leaderboard", rows=rows,
+                    assignment_id=assignment.id, gpu="gpu" in state.runners)
+
     # -------------------------------------------------------------- staff
     def staff_page(request: Request) -> Response:
         signed_in(request, staff=True)
@@ -354,6 +366,7 @@ def create_app(state: ServerState) -> Starlette:
     routes = [
         Route("/", home), Route("/signin", sign_in), Route("/signout", sign_out, methods=["POST"]),
         Route("/a/{assignment}", assignment_page), Route("/a/{assignment}/upload", upload, methods=["POST"]),
+        Route("/a/{assignment}/leaderboard", leaderboard_page),
         Route("/jobs/{job}", job_page), Route("/jobs/{job}/events", job_events),
         Route("/jobs/{job}/report", job_report),
         Route("/staff", staff_page), Route("/staff/regrade", regrade, methods=["POST"]),
@@ -409,13 +422,27 @@ def state_of_assignment(state: ServerState, assignment: Assignment, student: str
     else:
         rate_text = (f"You have used all {rate.allowed} uploads for the last {rate.window_minutes} minutes: the "
                      f"next is possible at {when_text(rate.next_free)}.")
-    speed = any(task.speed for task in assignment.manifest.tasks)
-    speed_text = ""
-    if speed:
-        speed_text = ("Speed points are timed on this server's GPU once your kernel tasks pass." if "gpu" in
-                      state.runners else "Speed points stay pending: this server has no GPU worker, so your "
-                      "kernels are timed by the course staff on a GPU after the deadline.")
+    speed_text = timing_text(state, assignment, student)
     return {"assignment_id": assignment.id, "deadline": when_text(assignment.manifest.deadline),
             "rate_text": rate_text, "can_upload": rate.left > 0, "rows": rows, "speed_text": speed_text,
             "withheld": when_text(withheld) if withheld else "", "max_mib": MAX_UPLOAD_BYTES // 2**20,
-            "max_files": MAX_PARTS}
+            "max_files": MAX_PARTS, "leaderboard": bool(timing_tasks(assignment.manifest))}
+
+
+def timing_text(state: ServerState, assignment: Assignment, student: str) -> str:
+    """Where the student's speed points stand, in words ('' for an assignment without timing tasks)."""
+    if not timing_tasks(assignment.manifest):
+        return ""
+    if "gpu" not in state.runners:
+        return ("Speed points stay pending: this server has no GPU worker, so your kernels are timed by the course "
+                "staff on a GPU after the deadline.")
+    timings = state.store.call(lambda book: book.jobs(assignment_id=assignment.id, student_id=student, tier="gpu"))
+    quota = f"at most {state.settings.gpu_timings_per_day} timings a day"
+    if not timings:
+        return f"Speed points: your latest submission whose kernel tasks all pass is timed on a GPU ({quota})."
+    latest = timings[-1]
+    words = {"queued": f"queued for timing on the GPU ({job_status(state, latest)['text'].removeprefix('Queued: ')})",
+             "running": "being timed on the GPU now", "done": "timed on the GPU: its speed points count",
+             "failed": f"not timed: {one_line(latest.error or '', 300)}",
+             "superseded": "replaced by a newer submission"}
+    return f"GPU timing of your submission {latest.id}: {words.get(latest.state, latest.state)} ({quota})."

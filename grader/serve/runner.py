@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, replace
 from datetime import datetime
@@ -50,7 +51,8 @@ class Runner:
 
     def __init__(self, store: ServerBook, executor: Executor, assignments: dict[str, Assignment], spool: Path, *,
                  protected: tuple[str, ...] = (), allow_weak_sandbox: bool = False, tier: str = "cpu",
-                 lease_s: float = LEASE_S, heartbeat_s: float = HEARTBEAT_S):
+                 lease_s: float = LEASE_S, heartbeat_s: float = HEARTBEAT_S,
+                 after_grading: Callable[[JobRecord, Assignment, GradeResult], None] | None = None):
         self.store = store
         self.executor = executor
         self.assignments = assignments
@@ -60,6 +62,7 @@ class Runner:
         self.tier = tier
         self.lease_s = lease_s
         self.heartbeat_s = heartbeat_s
+        self.after_grading = after_grading  # told of each grading recorded (the GPU tier's queueing)
         self.in_flight: dict[int, InFlight] = {}
         self.graded = 0  # jobs recorded by this runner
         self.restarts = 0  # times the executor's workers died
@@ -170,14 +173,17 @@ class Runner:
             return
         if not result.fingerprint:
             result = replace(result, fingerprint=flight.assignment.fingerprint)
-        self._finish(job, result, submission, None)
+        if self._finish(job, result, submission, None) and self.after_grading is not None:
+            self.after_grading(job, flight.assignment, result)
 
-    def _finish(self, job: JobRecord, result, submission, error: str | None) -> None:
+    def _finish(self, job: JobRecord, result, submission, error: str | None) -> bool:
+        """Record the job's end; whether a grading was recorded."""
         because = "graded again" if job.reason == "uploaded" else job.reason
-        if self.store.call(lambda book: book.finish_job(job.id, result, submission, error=error,
-                                                        replaced_because=because)) and result is not None:
-            self.graded += 1
+        recorded = self.store.call(lambda book: book.finish_job(job.id, result, submission, error=error,
+                                                                replaced_because=because)) and result is not None
+        self.graded += int(recorded)
         self.store.notify()
+        return recorded
 
     def _beat(self) -> None:
         now = time.time()

@@ -9,16 +9,21 @@ of every job.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from pathlib import Path
 
 from grader.core.assignment import Assignment
+from grader.core.compat import UTC
 from grader.core.course import Course
 from grader.core.errors import GraderError
+from grader.core.records import GradeResult
 from grader.core.settings import load_settings
 from grader.serve.app import ServerState, create_app
 from grader.serve.auth import Signer, serve_dir, signing_key
 from grader.serve.queue import ServerBook
 from grader.serve.runner import Runner
+from grader.serve.tiers import timing_tasks, wants_timing
+from grader.storage.gradebook import JobRecord
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8000
@@ -57,7 +62,6 @@ def open_server(course: Course, *, gradebook_path: Path, executor_kind: str | No
                 address: str | None = None, allow_weak_sandbox: bool = False,
                 assignment_ids: list[str] | None = None) -> Server:
     """Everything a server holds for `course` (see the module docstring); the runner is not started yet."""
-    from grader.pipeline.batch import make_executor
     from grader.pipeline.policy import require_sandbox
 
     ids = assignment_ids or course.assignment_ids()
@@ -74,12 +78,51 @@ def open_server(course: Course, *, gradebook_path: Path, executor_kind: str | No
     store = ServerBook(gradebook_path)
     store.call(lambda book: book.release_running_jobs())  # a server starting: nothing runs yet
     spool = serve_dir(course.state_dir) / "spool"
-    signer = Signer(signing_key(course.state_dir), settings.link_hours, settings.session_hours)
-    executor = make_executor(executor_kind, jobs, first, address=address, allow_weak_sandbox=allow_weak_sandbox)
+    key = signing_key(course.state_dir)
+    signer = Signer(key, settings.link_hours, settings.session_hours)
+    executors = make_executors(executor_kind, jobs, first, address, allow_weak_sandbox)
     protected = (str(Path(gradebook_path).resolve()), str(serve_dir(course.state_dir).resolve()))
-    runner = Runner(store, executor, assignments, spool, protected=protected, allow_weak_sandbox=allow_weak_sandbox)
-    state = ServerState(course, assignments, store, signer, settings, runners={"cpu": runner}, spool=spool)
+    runners: dict[str, Runner] = {}
+    state = ServerState(course, assignments, store, signer, settings, runners=runners, spool=spool, alias_key=key)
+    for tier, executor in executors.items():
+        runners[tier] = Runner(store, executor, assignments, spool, protected=protected, tier=tier,
+                               allow_weak_sandbox=allow_weak_sandbox,
+                               after_grading=(lambda job, assignment, result: queue_timing(state, job, assignment,
+                                                                                           result))
+                               if tier == "cpu" and "gpu" in executors else None)
     return Server(state, create_app(state))
+
+
+def make_executors(kind: str | None, jobs: int | None, assignment: Assignment, address: str | None,
+                   allow_weak_sandbox: bool) -> dict:
+    """tier → its executor. The local pool grades the CPU tier (as `grade submit` grades on this machine).
+    On Ray, CPU actors grade every upload and, when the cluster has GPUs and the assignment timing tasks,
+    one actor holding one GPU times the kernels that passed, one job at a time."""
+    from grader.pipeline.batch import executor_choice, make_executor
+
+    if executor_choice(kind, address) != "ray":
+        return {"cpu": make_executor(kind, jobs, assignment, allow_weak_sandbox=allow_weak_sandbox)}
+    from grader.pipeline.ray_executor import RayExecutor
+
+    cpu = RayExecutor(jobs, assignment=assignment, address=address, allow_weak_sandbox=allow_weak_sandbox,
+                      use_gpu=False)
+    executors = {"cpu": cpu}
+    if timing_tasks(assignment.manifest) and int(cpu.ray.cluster_resources().get("GPU", 0)) > 0:
+        executors["gpu"] = RayExecutor(1, assignment=assignment, address=address,
+                                       allow_weak_sandbox=allow_weak_sandbox, use_gpu=True)
+    return executors
+
+
+def queue_timing(state: ServerState, job: JobRecord, assignment: Assignment, result: GradeResult) -> None:
+    """After a CPU grading: its files queued for GPU timing when its kernel tasks pass (tiers.wants_timing),
+    within the student's GPU quota, superseding their timing still queued."""
+    if job.tier != "cpu" or not wants_timing(assignment.manifest, result):
+        return
+    now = datetime.now(UTC)
+    since = (now - timedelta(days=1)).isoformat(timespec="microseconds")
+    state.store.call(lambda book: book.enqueue_timing(job.id, now.isoformat(timespec="microseconds"),
+                                                      quota=state.settings.gpu_timings_per_day, since=since))
+    state.store.notify()
 
 
 def serve(server: Server, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT,

@@ -22,7 +22,8 @@ known but not on it, so reports and exports can keep to the class list.
 Jobs (`grade serve`) are rows too: one per upload of a student's files for an
 assignment (the files' digest is its key, so the same upload twice is one job)
 and tier (cpu: the grade; gpu: kernel timing), with a state (queued, running,
-done, failed), a lease and a heartbeat written by the server that grants them,
+done, failed; a GPU timing still queued when a newer one of the student's
+arrives is superseded: the latest wins), a lease and a heartbeat written by the server that grants them,
 and an attempt count. A job's grading is recorded and the job marked done in
 one transaction, so a job granted again after its worker died is recorded once.
 
@@ -200,7 +201,7 @@ VERSION_3 = (  # the server's jobs (grade serve)
         finished_at REAL,
         error TEXT,
         UNIQUE (student_id, assignment_id, sha256, tier),
-        CHECK (state IN ('queued', 'running', 'done', 'failed')),
+        CHECK (state IN ('queued', 'running', 'done', 'failed', 'superseded')),
         CHECK (tier IN ('cpu', 'gpu'))
     )""",
     "CREATE INDEX IF NOT EXISTS jobs_queue ON jobs (tier, state, id)",
@@ -209,7 +210,7 @@ VERSION_3 = (  # the server's jobs (grade serve)
 MIGRATIONS = {1: VERSION_1, 2: VERSION_2, 3: VERSION_3}  # to version N from N - 1
 TABLES = ("students", "submissions", "submission_files", "task_scores", "test_results", "batch_errors",
           "grading_history", "overrides", "extensions", "jobs")
-JOB_STATES = ("queued", "running", "done", "failed")
+JOB_STATES = ("queued", "running", "done", "failed", "superseded")
 JOB_TIERS = ("cpu", "gpu")
 
 
@@ -515,6 +516,33 @@ class Gradebook:
             row = db.execute(f"SELECT {_JOB_COLUMNS} FROM jobs WHERE student_id = ? AND assignment_id = ? AND "
                              "sha256 = ? AND tier = ?", (student_id, assignment_id, sha256, tier)).fetchone()
         return JobRecord(*row), created
+
+    def enqueue_timing(self, cpu_job_id: int, submitted_at: str, *, quota: int,
+                       since: str) -> tuple[JobRecord | None, str]:
+        """Queue the GPU timing of a graded CPU job's files: the student's timing of the same assignment still
+        queued is superseded (the latest wins), and none is queued when the student had `quota` timings
+        granted since `since` (ISO). Returns the timing job (None when refused) and why, in words."""
+        with self._transaction() as db:
+            row = db.execute("SELECT student_id, assignment_id, sha256 FROM jobs WHERE id = ? AND tier = 'cpu'",
+                             (cpu_job_id,)).fetchone()
+            if row is None:
+                return None, "no such graded upload"
+            student, assignment, sha = row
+            used = db.execute("SELECT COUNT(*) FROM jobs WHERE tier = 'gpu' AND student_id = ? AND assignment_id = ? "
+                              "AND attempts > 0 AND submitted_at >= ? AND sha256 != ?",
+                              (student, assignment, since, sha)).fetchone()[0]
+            if used >= quota:
+                return None, f"GPU quota reached: {quota} timings a day"
+            db.execute("UPDATE jobs SET state = 'superseded', error = 'a newer submission was queued for timing' "
+                       "WHERE tier = 'gpu' AND student_id = ? AND assignment_id = ? AND state = 'queued' AND "
+                       "sha256 != ?", (student, assignment, sha))
+            db.execute("INSERT INTO jobs (student_id, assignment_id, sha256, tier, state, upload_name, upload, "
+                       "submitted_at, reason) SELECT student_id, assignment_id, sha256, 'gpu', 'queued', upload_name, "
+                       "upload, ?, 'timing on a GPU' FROM jobs WHERE id = ? "
+                       "ON CONFLICT (student_id, assignment_id, sha256, tier) DO NOTHING", (submitted_at, cpu_job_id))
+            job = db.execute(f"SELECT {_JOB_COLUMNS} FROM jobs WHERE student_id = ? AND assignment_id = ? AND "
+                             "sha256 = ? AND tier = 'gpu'", (student, assignment, sha)).fetchone()
+        return JobRecord(*job), "queued for timing on a GPU"
 
     def grant_job(self, tier: str, now: float, lease_s: float) -> tuple[JobRecord, bytes] | None:
         """The oldest queued job of `tier`, now running under a lease until `now + lease_s`, with its upload;
