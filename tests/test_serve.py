@@ -1,7 +1,8 @@
 """`grade serve` for real: the server started as a process on a loopback port and driven over HTTP as a
 browser drives it. Students sign in with a staff-issued link, upload, follow the status stream and read the
 report; hostile requests (no session, someone else's URL, no CSRF token, too large, a bad archive, too many
-uploads, a forged cookie, a student id in the body) each get a clean page and change nothing."""
+uploads, a forged cookie, a student id in the body) each get a clean page and change nothing. At both
+sandbox levels: bubblewrap, and the no-namespace stack."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import sqlite3
 import pytest
 from serve_client import MINI_ANSWERS, Client, ServerProcess, job_id, serving_copy, signed_in
 
-from tests.conftest import MINI_COURSE
+from tests.conftest import MINI_COURSE, STACKS
 
 pytestmark = pytest.mark.sandbox
 
@@ -19,11 +20,18 @@ REFERENCE = (MINI_COURSE / "reference" / "mini" / "mini.py").read_bytes()
 STUB = (MINI_COURSE / "assignments" / "mini" / "mini.py").read_bytes()
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
+@pytest.fixture(scope="module", params=sorted(STACKS))
+def server(request, tmp_path_factory):
+    """The server at each sandbox level: bubblewrap, and the no-namespace stack (GRADE_NO_BWRAP=1)."""
+    from grader.sandbox.isolation import bwrap_works
+
+    if request.param == "bubblewrap" and not bwrap_works():
+        pytest.skip("bubblewrap cannot create namespaces here")
     course = serving_copy(MINI_COURSE, tmp_path_factory.mktemp("serve") / "course",
                           "uploads_per_window = 3\nwindow_minutes = 60\n")
-    process = ServerProcess(course, "--jobs", "1")
+    env = {"GRADE_NO_BWRAP": "1" if request.param == "process" else ""}
+    process = ServerProcess(course, "--jobs", "1", env=env)
+    process.level = request.param
     yield process
     process.stop()
 
@@ -55,6 +63,9 @@ def test_the_reference_gets_full_marks_and_the_stubs_zero_through_uploads(server
                       page)
     assert rows == [(str(stub), "done", "0 / 100", "counts"), (str(good), "done", "100 / 100", "—")]
     assert "1 left" in page  # the rate limit as it stands, before it is reached
+    with db(server) as con:  # graded at the level the server runs at
+        levels = {row[0] for row in con.execute("SELECT isolation FROM submissions WHERE student_id = 'alice'")}
+    assert all(("bubblewrap" in level) == (server.level == "bubblewrap") for level in levels), levels
 
 
 def test_the_same_upload_twice_is_one_job_and_one_grading(server):
