@@ -8,6 +8,7 @@ of every job.
 
 from __future__ import annotations
 
+import shutil
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -78,6 +79,7 @@ def open_server(course: Course, *, gradebook_path: Path, executor_kind: str | No
     store = ServerBook(gradebook_path)
     store.call(lambda book: book.release_running_jobs())  # a server starting: nothing runs yet
     spool = serve_dir(course.state_dir) / "spool"
+    shutil.rmtree(spool, ignore_errors=True)  # what a server killed mid-job left: its jobs are queued again
     key = signing_key(course.state_dir)
     signer = Signer(key, settings.link_hours, settings.session_hours)
     executors = make_executors(executor_kind, jobs, first, address, allow_weak_sandbox)
