@@ -54,6 +54,7 @@ REPORT_HEADERS = {**PAGE_HEADERS, "Content-Security-Policy": "default-src 'none'
                                                              "img-src data:; frame-ancestors 'none'"}
 STATIC = {"serve.css": "text/css", "status.js": "text/javascript"}
 TIERS = ("cpu", "gpu")
+FINISHED = ("done", "failed", "superseded")  # a job's states that do not change any more (until a regrade)
 NEXT_PAGE = re.compile(r"/(a/[A-Za-z0-9_-]{1,64}|jobs/[0-9]{1,12}(/report)?|staff)")  # where a sign-in link may lead
 
 
@@ -110,6 +111,8 @@ def job_status(state: ServerState, job: JobRecord) -> dict:
                                      if job.attempts > 1 else ".")
     elif job.state == "done":
         text = "Graded: your report is ready."
+    elif job.state == "superseded":
+        text = "Not timed: a newer submission of yours was queued for timing in its place."
     else:
         text = f"Not graded: {one_line(job.error or 'the grader could not grade it', 400)}"
     return {"id": job.id, "state": job.state, "ahead": place.ahead, "wait_s": place.wait_s, "text": text,
@@ -218,9 +221,12 @@ def create_app(state: ServerState) -> Starlette:
                                  f"assignment does not need (data, checkpoints) and upload again.")
         form = await form_of(request, session, max_files=MAX_PARTS + 1, max_fields=10)
         parts = []
-        for item in form.getlist("files"):
-            if hasattr(item, "read") and item.filename:
-                parts.append((item.filename, await item.read()))
+        try:
+            for item in form.getlist("files"):
+                if hasattr(item, "read") and item.filename:
+                    parts.append((item.filename, await item.read()))
+        finally:
+            await form.close()  # the parts' temporary files
         job_id = await run_in_threadpool(queue_upload, state, assignment, session.user, parts)
         return RedirectResponse(f"/jobs/{job_id}", status_code=303)
 
@@ -244,7 +250,7 @@ def create_app(state: ServerState) -> Starlette:
                 if status != last:
                     yield f"event: status\ndata: {json.dumps(status)}\n\n"
                     last = status
-                if current.state in ("done", "failed") or await request.is_disconnected():
+                if current.state in FINISHED or await request.is_disconnected():
                     return
                 await asyncio.sleep(EVENT_POLL_S)
 
@@ -274,7 +280,9 @@ def create_app(state: ServerState) -> Starlette:
         if not timing_tasks(assignment.manifest):
             raise PageError(404, "This assignment has no timed kernels, so no leaderboard.")
         latest = state.store.call(lambda book: book.latest(assignment.id))
-        rows = leaderboard({s: r.result for s, r in latest.items()}, state.alias_key, session.user)
+        rows = [{"rank": row.rank, "who": f"{row.alias} (you)" if row.own else row.alias,
+                 "speedup": f"{row.speedup:.2f}×", "tests": row.tests}
+                for row in leaderboard({s: r.result for s, r in latest.items()}, state.alias_key, session.user)]
         return page(request, "leaderboard.html.j2", f"{assignment.manifest.title}: leaderboard", rows=rows,
                     assignment_id=assignment.id, gpu="gpu" in state.runners)
 

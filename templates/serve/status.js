@@ -8,6 +8,6 @@
     var data = JSON.parse(event.data);
     status.textContent = data.text;
     if (data.report && link) { link.hidden = false; }
-    if (data.state === "done" || data.state === "failed") { source.close(); }
+    if (data.state === "done" || data.state === "failed" || data.state === "superseded") { source.close(); }
   });
 })();
