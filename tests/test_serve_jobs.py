@@ -49,6 +49,21 @@ def test_the_same_upload_twice_is_one_job(tmp_path: Path):
         assert book.count("jobs") == 2
 
 
+def test_the_rate_limit_is_checked_where_the_job_is_queued(tmp_path: Path):
+    with Gradebook(tmp_path / "g.sqlite") as book:
+        limit = (2, "2026-12-01T09:00:00+00:00")
+        for sha in "ab":
+            assert queued(book, sha=sha * 64)[0] is not None
+        job, created = book.enqueue_job("alice", "mini", "c" * 64, "upload.zip", b"PK", "2026-12-01T10:00:00+00:00",
+                                        limit=limit)
+        assert job is None and not created  # a third new upload within the window
+        again, created = book.enqueue_job("alice", "mini", "a" * 64, "upload.zip", b"PK",
+                                          "2026-12-01T10:00:00+00:00", limit=limit)
+        assert again is not None and not created  # the same files again: their job, nothing counted
+        assert book.enqueue_job("bob", "mini", "c" * 64, "upload.zip", b"PK", "2026-12-01T10:00:00+00:00",
+                                limit=limit)[1]  # another student's own count
+
+
 def test_a_granted_job_runs_under_a_lease_that_heartbeats_renew(tmp_path: Path):
     with Gradebook(tmp_path / "g.sqlite") as book:
         first, _ = queued(book, "alice")

@@ -19,7 +19,7 @@ import json
 import re
 import sys
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 
 from jinja2 import Environment, FileSystemLoader, select_autoescape
@@ -395,17 +395,15 @@ def queue_upload(state: ServerState, assignment: Assignment, student: str, parts
         submission = read_upload(assignment, state.spool, upload, student, parse_iso(now))
     except GraderError as exc:
         raise PageError(400, f"This upload cannot be graded: {one_line(str(exc), 600)}") from exc
-    existing = state.store.call(lambda book: next(
-        (j for j in book.jobs(assignment_id=assignment.id, student_id=student, tier="cpu")
-         if j.sha256 == submission.sha256), None))
-    if existing is not None:
-        return existing.id
-    rate = state.store.rate(student, assignment.id, state.settings)
-    if rate.left == 0:
+    settings = state.settings
+    since = (parse_iso(now) - timedelta(minutes=settings.window_minutes)).isoformat(timespec="microseconds")
+    job, _created = state.store.call(lambda book: book.enqueue_job(
+        student, assignment.id, submission.sha256, upload.name, upload.data, now,
+        limit=(settings.uploads_per_window, since)))
+    if job is None:  # the same files again are their job; new ones count against the limit
+        rate = state.store.rate(student, assignment.id, settings)
         raise PageError(429, f"You have used all {rate.allowed} uploads of the last {rate.window_minutes} minutes "
                              f"for this assignment: the next is possible at {when_text(rate.next_free)}.")
-    job, _created = state.store.call(lambda book: book.enqueue_job(
-        student, assignment.id, submission.sha256, upload.name, upload.data, now))
     state.store.notify()
     return job.id
 

@@ -500,12 +500,24 @@ class Gradebook:
 
     # ------------------------------------------------------------------ jobs (grade serve)
     def enqueue_job(self, student_id: str, assignment_id: str, sha256: str, upload_name: str, upload: bytes,
-                    submitted_at: str, *, tier: str = "cpu", reason: str = "uploaded") -> tuple[JobRecord, bool]:
+                    submitted_at: str, *, tier: str = "cpu", reason: str = "uploaded",
+                    limit: tuple[int, str] | None = None) -> tuple[JobRecord | None, bool]:
         """Queue the grading of one upload; the same files again (same student, assignment, digest and
-        tier) are the same job. Returns the job and whether it is new."""
+        tier) are the same job. `limit` (most, since ISO): no new job when the student's uploads of the
+        assignment since then number `most` already (checked in the same transaction). Returns the job
+        (None: over the limit) and whether it is new."""
         if tier not in JOB_TIERS:
             raise ValueError(tier)
         with self._transaction() as db:
+            existing = db.execute(f"SELECT {_JOB_COLUMNS} FROM jobs WHERE student_id = ? AND assignment_id = ? AND "
+                                  "sha256 = ? AND tier = ?", (student_id, assignment_id, sha256, tier)).fetchone()
+            if existing is not None:
+                return JobRecord(*existing), False
+            if limit is not None:
+                used = db.execute("SELECT COUNT(*) FROM jobs WHERE student_id = ? AND assignment_id = ? AND "
+                                  "tier = ? AND submitted_at >= ?", (student_id, assignment_id, tier, limit[1]))
+                if used.fetchone()[0] >= limit[0]:
+                    return None, False
             db.execute("INSERT INTO students (id) VALUES (?) ON CONFLICT(id) DO NOTHING", (student_id,))
             cursor = db.execute(
                 "INSERT INTO jobs (student_id, assignment_id, sha256, tier, state, upload_name, upload, submitted_at, "
