@@ -185,3 +185,19 @@ def test_uploads_are_packed_for_intake():
                          ([("a.py", b""), ("a.py", b"")], "named a.py"), ([("..", b"")], "cannot be used")):
         with pytest.raises(SubmissionError, match=words):
             pack(parts)
+
+
+def test_an_assignment_may_withhold_results_until_its_deadline(mini_course: Path):
+    from datetime import datetime, timezone
+
+    from grader.serve.app import hidden_until
+    from tests.conftest import assignment_of
+
+    manifest = mini_course / "assignments" / "mini" / "assignment.toml"
+    assert hidden_until(assignment_of(mini_course, "mini")) is None  # [gradescope] hidden_tests: visible
+    manifest.write_text(manifest.read_text() + '\n[gradescope]\nhidden_tests = "after_due_date"\n')
+    assignment = assignment_of(mini_course, "mini")
+    deadline = assignment.manifest.deadline
+    before = datetime(2026, 11, 30, tzinfo=timezone.utc)
+    assert hidden_until(assignment, before) == deadline
+    assert hidden_until(assignment, datetime(2026, 12, 2, tzinfo=timezone.utc)) is None  # after it: shown
