@@ -72,3 +72,35 @@ def test_the_latest_submission_wins_the_gpu_queue_within_a_quota(tmp_path: Path)
         assert refused is None and "quota" in why
         assert book.enqueue_timing(cpu[3].id, "2026-12-02T10:03:30+00:00", quota=2,
                                    since="2026-12-02T00:00:00+00:00")[0] is not None  # a day later
+
+
+def test_a_passing_kernel_is_queued_for_timing_and_the_page_says_where_it_stands(tmp_path: Path):
+    from grader.core.assignment import Assignment
+    from grader.core.course import Course
+    from grader.core.settings import ServeSettings
+    from grader.pipeline.local_pool import LocalProcessExecutor
+    from grader.serve.app import ServerState, timing_text
+    from grader.serve.auth import Signer
+    from grader.serve.queue import ServerBook
+    from grader.serve.runner import Runner
+    from grader.serve.server import queue_timing
+
+    assignment = Assignment.load(Course(ROOT), "assignment3")
+    store = ServerBook(tmp_path / "g.sqlite")
+    runners = {tier: Runner(store, LocalProcessExecutor(1), {"assignment3": assignment}, tmp_path, tier=tier)
+               for tier in ("cpu", "gpu")}  # no job is handed over: no worker starts
+    state = ServerState(Course(ROOT), {"assignment3": assignment}, store, Signer(b"k" * 32, 1, 1),
+                        ServeSettings(gpu_timings_per_day=3), runners=runners, spool=tmp_path)
+    with store.book() as book:
+        passing, _ = book.enqueue_job("ann", "assignment3", "a" * 64, "upload.zip", b"PK", "2026-12-01T10:00:00+00:00")
+        failing, _ = book.enqueue_job("ben", "assignment3", "b" * 64, "upload.zip", b"PK", "2026-12-01T10:00:00+00:00")
+    assert "your latest submission whose kernel tasks all pass is timed" in timing_text(state, assignment, "ann")
+    queue_timing(state, passing, assignment, a3_result("ann", kernel_passes=True))
+    queue_timing(state, failing, assignment, a3_result("ben", kernel_passes=False))
+    timings = store.call(lambda book: book.jobs(tier="gpu"))
+    assert [(j.student_id, j.state, j.reason) for j in timings] == [("ann", "queued", "timing on a GPU")]
+    assert timing_text(state, assignment, "ann").startswith(f"GPU timing of your submission {timings[0].id}: queued")
+    assert "at most 3 timings a day" in timing_text(state, assignment, "ann")
+    del runners["gpu"]  # a server without a GPU worker
+    assert "Speed points stay pending: this server has no GPU worker" in timing_text(state, assignment, "ben")
+    store.close()
