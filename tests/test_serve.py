@@ -108,6 +108,10 @@ def test_hostile_requests_get_a_clean_page_and_change_nothing(server):
         cookie.value = cookie.value[:-3] + "abc"
     assert forged.get("/a/mini").status == 401
     assert forged.get(f"{server.url}/signin?token=not-a-token").status == 403
+    someone = signed_in(server, "kim")
+    switched = someone.get(server.link("mallory"))  # another's link opened in a signed-in browser
+    assert switched.status == 409 and "signed in as kim" in switched.body
+    assert "Signed in as kim" in someone.get("/").body
 
     gina = signed_in(server, "gina")
     no_csrf = gina.post("/a/mini/upload", {}, [("mini.py", REFERENCE)])

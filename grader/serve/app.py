@@ -189,6 +189,11 @@ def create_app(state: ServerState) -> Starlette:
         if opened is None:
             raise PageError(403, "This sign-in link is not valid or has expired: ask your course staff for a new "
                                  "one.")
+        current = state.signer.open_session(request.cookies.get(COOKIE))
+        if current is not None and (current.user, current.role) != opened:  # no silent switch of account
+            request.state.session = current
+            raise PageError(409, f"You are signed in as {current.user}: sign out first (the button at the top), "
+                                 f"then open the link again.")
         wanted = request.query_params.get("next", "")
         target = wanted if NEXT_PAGE.fullmatch(wanted) else "/staff" if opened[1] == "staff" else "/"
         response = RedirectResponse(target, status_code=303,
