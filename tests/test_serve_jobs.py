@@ -201,3 +201,34 @@ def test_an_assignment_may_withhold_results_until_its_deadline(mini_course: Path
     before = datetime(2026, 11, 30, tzinfo=timezone.utc)
     assert hidden_until(assignment, before) == deadline
     assert hidden_until(assignment, datetime(2026, 12, 2, tzinfo=timezone.utc)) is None  # after it: shown
+
+
+def test_serve_link_issues_signed_links_for_one_student_or_the_roster(mini_course: Path, tmp_path: Path):
+    from urllib.parse import parse_qs, urlparse
+
+    from click.testing import CliRunner
+
+    from grader.cli import main
+    from grader.core.course import Course
+    from grader.serve.server import signer_for
+
+    def run(*args):
+        return CliRunner().invoke(main, ["--course", str(mini_course), *args])
+
+    def opened(link: str):
+        return signer_for(Course(mini_course)).open_link(parse_qs(urlparse(link).query)["token"][0])
+
+    one = run("serve-link", "alice", "--url", "http://grader.example:8000/")
+    assert one.exit_code == 0 and one.output.startswith("http://grader.example:8000/signin?token=")
+    assert opened(one.output.strip()) == ("alice", "student")
+    assert opened(run("serve-link", "prof", "--staff").output.strip()) == ("prof", "staff")
+    bad = run("serve-link", "../alice")
+    assert bad.exit_code == 2 and "not a usable student id" in bad.output and "Traceback" not in bad.output
+    assert run("serve-link").exit_code == 2  # neither a user nor --roster
+    assert "roster is empty" in run("serve-link", "--roster").output
+    roster = tmp_path / "roster.csv"
+    roster.write_text("id,name,email\nbea,Bea,b@x.org\ncai,Cai,c@x.org\n")
+    assert run("roster", "import", str(roster)).exit_code == 0
+    lines = run("serve-link", "--roster").output.strip().splitlines()
+    assert [line.split(",", 1)[0] for line in lines] == ["bea", "cai"]
+    assert [opened(line.split(",", 1)[1]) for line in lines] == [("bea", "student"), ("cai", "student")]

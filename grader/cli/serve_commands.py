@@ -53,14 +53,33 @@ def serve_command(course: Course, host: str | None, port: int | None, executor_k
 
 
 @main.command("serve-link")
-@click.argument("user")
+@click.argument("user", required=False)
 @click.option("--staff", is_flag=True, help="A staff member's link (the queues, regrades, class reports).")
+@click.option("--roster", "whole_roster", is_flag=True,
+              help="A link for every student on the roster, one 'id,link' line each (for a mail merge).")
 @click.option("--url", "base_url", default="http://127.0.0.1:8000", show_default=True,
               help="The server's address as students reach it.")
+@gradebook_option
 @pass_course
 @library_errors
-def serve_link(course: Course, user: str, staff: bool, base_url: str) -> None:
-    """A signed sign-in link for USER (a student id), valid for course.toml's [serve] link_hours."""
+def serve_link(course: Course, user: str | None, staff: bool, whole_roster: bool, base_url: str,
+               gradebook_path: str | None) -> None:
+    """A signed sign-in link for USER (a student id), valid for course.toml's [serve] link_hours; with
+    --roster, one for every student on the roster."""
     from grader.serve.server import sign_in_link
 
-    click.echo(sign_in_link(course, user, "staff" if staff else "student", base_url))
+    if whole_roster == (user is not None):
+        raise click.UsageError("give a USER or --roster (not both)")
+    if user is not None:
+        click.echo(sign_in_link(course, user, "staff" if staff else "student", base_url))
+        return
+    if staff:
+        raise click.UsageError("--staff is for one USER")
+    from grader.storage.gradebook import Gradebook
+
+    with Gradebook(course.gradebook_path(gradebook_path)) as book:
+        students = [entry.id for entry in book.roster()]
+    if not students:
+        raise click.ClickException("the roster is empty: import it first (grade roster import ROSTER.csv)")
+    for student in students:
+        click.echo(f"{student},{sign_in_link(course, student, 'student', base_url)}")
