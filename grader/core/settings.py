@@ -12,6 +12,16 @@
     # README of every bundle `grade release` makes (default: DEFAULT_INSTALL).
     install = "python -m pip install git+https://git.example.edu/attention-course.git"
 
+    [serve]
+    # grade serve: uploads a student may make per assignment within the window (shown to them before
+    # they reach it), how long a sign-in link and a session last, and the GPU tier's quota of timings
+    # per student and assignment within a day.
+    uploads_per_window = 10
+    window_minutes = 60
+    link_hours = 72
+    session_hours = 12
+    gpu_timings_per_day = 5
+
     [lecture]
     # The lecture's sections (§ number = title), a TOML file of the course: grade validate
     # checks that every § the course cites is one of them (grader.core.lecture).
@@ -78,10 +88,37 @@ class LectureSettings:
 
 
 @dataclass(frozen=True)
+class ServeSettings:
+    """The course server's limits (grade serve): every value a positive whole number."""
+
+    uploads_per_window: int = 10  # uploads per student and assignment within window_minutes
+    window_minutes: int = 60
+    link_hours: int = 72  # a sign-in link's life
+    session_hours: int = 12  # a signed-in session's life
+    gpu_timings_per_day: int = 5  # GPU timings per student and assignment within 24 hours
+
+
+SERVE_KEYS = tuple(ServeSettings.__dataclass_fields__)
+
+
+@dataclass(frozen=True)
 class CourseSettings:
     sandbox: SandboxSettings = field(default_factory=SandboxSettings)
     release: ReleaseSettings = field(default_factory=ReleaseSettings)
     lecture: LectureSettings = field(default_factory=LectureSettings)
+    serve: ServeSettings = field(default_factory=ServeSettings)
+
+
+def _serve(table: object, where: str) -> ServeSettings:
+    if not isinstance(table, dict):
+        raise SettingsError(f"{where}: [serve] must be a table")
+    unknown = sorted(set(table) - set(SERVE_KEYS))
+    if unknown:
+        raise SettingsError(f"{where}: unknown [serve] key(s) {', '.join(unknown)} (known: {', '.join(SERVE_KEYS)})")
+    for key, value in table.items():
+        if type(value) is not int or not 1 <= value <= 1_000_000:
+            raise SettingsError(f"{where}: serve.{key} must be a whole number from 1 to 1000000, got {value!r}")
+    return ServeSettings(**table)
 
 
 def _release(table: object, where: str) -> ReleaseSettings:
@@ -146,9 +183,10 @@ def load_settings(course_root: Path) -> CourseSettings:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise SettingsError(f"{path}: not valid TOML: {exc}") from exc
-    unknown = sorted(set(data) - {"sandbox", "release", "lecture"})
+    unknown = sorted(set(data) - {"sandbox", "release", "lecture", "serve"})
     if unknown:
-        raise SettingsError(f"{path}: unknown table(s) {', '.join(unknown)} (known: sandbox, release, lecture)")
+        raise SettingsError(f"{path}: unknown table(s) {', '.join(unknown)} (known: sandbox, release, lecture, serve)")
     return CourseSettings(sandbox=_sandbox(data.get("sandbox", {}), str(path)),
                           release=_release(data.get("release", {}), str(path)),
-                          lecture=_lecture(data.get("lecture", {}), str(path)))
+                          lecture=_lecture(data.get("lecture", {}), str(path)),
+                          serve=_serve(data.get("serve", {}), str(path)))

@@ -19,10 +19,19 @@ The roster is the students table's rows imported from a roster file
 (`rostered_at` set); a student recorded only by a grading or an error is
 known but not on it, so reports and exports can keep to the class list.
 
+Jobs (`grade serve`) are rows too: one per upload of a student's files for an
+assignment (the files' digest is its key, so the same upload twice is one job)
+and tier (cpu: the grade; gpu: kernel timing), with a state (queued, running,
+done, failed; a GPU timing still queued when a newer one of the student's
+arrives is superseded: the latest wins), a lease and a heartbeat written by the server that grants them,
+and an attempt count. A job's grading is recorded and the job marked done in
+one transaction, so a job granted again after its worker died is recorded once.
+
 Schema versions (`PRAGMA user_version`): 0 is the first gradebook (no
 history, no fingerprints, no staff tables); 1 adds them; 2 marks who is on
 the roster (and their section); 3 says why a submission was not graded (a
-hand-in problem or a grader error; an earlier row counts as a grader error). An older file is migrated in place, in one
+hand-in problem or a grader error; an earlier row counts as a grader error);
+4 adds the server's jobs. An older file is migrated in place, in one
 transaction, when it is opened: its rows are kept as they were, gradings
 without a fingerprint are treated as stale, and a student with a name, an
 email or a roster extension counts as on the roster (version 1 kept no
@@ -52,7 +61,7 @@ from grader.core.records import GRADER_ERROR, GradeResult, Override
 from grader.core.text import storable
 from grader.intake.submission import Submission
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 EVERY_ASSIGNMENT = ""  # the assignment id of an extension that applies to all (from the roster)
 LATER_SUBMISSION = "a later submission counts"  # why an earlier submission's grading is not current
 STAFF_ENV = "GRADE_STAFF"  # who is recorded as the author of an override or extension
@@ -179,9 +188,37 @@ VERSION_2 = (  # who is on the roster, and in which section
 VERSION_3 = (  # why a submission was not graded: its hand-in, or the grader (NULL: recorded before kinds)
     "ALTER TABLE batch_errors ADD COLUMN kind TEXT",
 )
-MIGRATIONS = {1: VERSION_1, 2: VERSION_2, 3: VERSION_3}  # to version N from N - 1
+VERSION_4 = (  # the server's jobs (grade serve)
+    """CREATE TABLE IF NOT EXISTS jobs (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        student_id TEXT NOT NULL,
+        assignment_id TEXT NOT NULL,
+        sha256 TEXT NOT NULL,
+        tier TEXT NOT NULL,
+        state TEXT NOT NULL,
+        upload_name TEXT NOT NULL,
+        upload BLOB NOT NULL,
+        submitted_at TEXT NOT NULL,
+        reason TEXT NOT NULL,
+        attempts INTEGER NOT NULL DEFAULT 0,
+        recorded INTEGER NOT NULL DEFAULT 0,
+        lease_until REAL,
+        heartbeat_at REAL,
+        started_at REAL,
+        finished_at REAL,
+        error TEXT,
+        UNIQUE (student_id, assignment_id, sha256, tier),
+        CHECK (state IN ('queued', 'running', 'done', 'failed', 'superseded')),
+        CHECK (tier IN ('cpu', 'gpu'))
+    )""",
+    "CREATE INDEX IF NOT EXISTS jobs_queue ON jobs (tier, state, id)",
+    "CREATE INDEX IF NOT EXISTS jobs_student ON jobs (assignment_id, student_id)",
+)
+MIGRATIONS = {1: VERSION_1, 2: VERSION_2, 3: VERSION_3, 4: VERSION_4}  # to version N from N - 1
 TABLES = ("students", "submissions", "submission_files", "task_scores", "test_results", "batch_errors",
-          "grading_history", "overrides", "extensions")
+          "grading_history", "overrides", "extensions", "jobs")
+JOB_STATES = ("queued", "running", "done", "failed", "superseded")
+JOB_TIERS = ("cpu", "gpu")
 
 
 def now_iso() -> str:
@@ -302,6 +339,31 @@ def due_with(manifest: Manifest, extension: ExtensionRecord | None) -> DueDate:
     return extension.applied_to(due) if extension else due
 
 
+
+@dataclass(frozen=True)
+class JobRecord:
+    """One job of the server (its upload's bytes are read only when it is granted: `Gradebook.grant_job`)."""
+
+    id: int
+    student_id: str
+    assignment_id: str
+    sha256: str
+    tier: str  # cpu | gpu
+    state: str  # queued | running | done | failed
+    upload_name: str  # the uploaded file's name (a folder of files: "files.zip", zipped by the server)
+    submitted_at: str  # ISO 8601, when the upload arrived (the late policy's time)
+    reason: str  # why it is queued: uploaded, regraded by staff, timing...
+    attempts: int  # times it was granted to a worker
+    recorded: int  # gradings recorded from it (1 once done)
+    lease_until: float | None  # epoch seconds: a running job whose lease passed is granted again
+    heartbeat_at: float | None
+    started_at: float | None
+    finished_at: float | None
+    error: str | None
+
+
+_JOB_COLUMNS = ("id, student_id, assignment_id, sha256, tier, state, upload_name, submitted_at, reason, attempts, "
+                "recorded, lease_until, heartbeat_at, started_at, finished_at, error")
 _SUBMISSION_COLUMNS = ("id, student_id, assignment_id, sha256, submitted_at, graded_at, total, max_points, "
                        "late_penalty, result_json, fingerprint")
 _OVERRIDE_COLUMNS = ("id, student_id, assignment_id, task_id, points, reason, author, created_at, sha256, "
@@ -310,11 +372,14 @@ _EXTENSION_COLUMNS = "id, student_id, assignment_id, extra_s, until, reason, aut
 
 
 class Gradebook:
-    def __init__(self, path: str | Path):
+    def __init__(self, path: str | Path, *, threads: bool = False):
+        """Open (and migrate) the gradebook at `path`; `threads`: used from several threads of this process,
+        which the caller serialises (the server holds a lock around every call)."""
         self.path = Path(path)
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._db = sqlite3.connect(self.path, timeout=60, isolation_level=None)  # transactions are explicit
+            self._db = sqlite3.connect(self.path, timeout=60, isolation_level=None,  # transactions are explicit
+                                       check_same_thread=not threads)
             self._db.execute("PRAGMA foreign_keys = ON")
             self._db.execute("PRAGMA journal_mode = WAL")
             self._migrate()
@@ -400,48 +465,242 @@ class Gradebook:
     def record(self, result: GradeResult, submission: Submission, replaced_because: str = "graded again") -> int:
         """Store one graded submission. A grading of the same files already there moves to the history
         (with `replaced_because`) and this one replaces it as the one that counts."""
+        with self._transaction() as db:
+            return self._record(db, result, submission, replaced_because)
+
+    @staticmethod
+    def _record(db: sqlite3.Connection, result: GradeResult, submission: Submission, replaced_because: str) -> int:
         score = result.score
         when = now_iso()
-        with self._transaction() as db:
-            db.execute("INSERT INTO students (id) VALUES (?) ON CONFLICT(id) DO NOTHING",
-                       (result.student,))
-            key = (result.student, result.assignment_id, result.submission_sha256)
-            earlier = db.execute("SELECT id, received_at FROM submissions WHERE student_id = ? AND "
-                                 "assignment_id = ? AND sha256 = ?", key).fetchone()
-            received_at = result.graded_at
-            if earlier is not None:
-                received_at = earlier[1] or received_at
-                db.execute("INSERT INTO grading_history (student_id, assignment_id, sha256, submitted_at, "
-                           "graded_at, total, max_points, fingerprint, result_json, replaced_at, replaced_because) "
-                           "SELECT student_id, assignment_id, sha256, submitted_at, graded_at, total, max_points, "
-                           "fingerprint, result_json, ?, ? FROM submissions WHERE id = ?",
-                           (when, replaced_because, earlier[0]))
-                db.execute("DELETE FROM submissions WHERE id = ?", (earlier[0],))
-            db.execute("DELETE FROM batch_errors WHERE student_id = ? AND assignment_id = ? AND sha256 = ?", key)
-            cursor = db.execute(
-                "INSERT INTO submissions (student_id, assignment_id, sha256, form, submitted_at, "
-                "graded_at, seed, isolation, total, raw, late_penalty, late_days, max_points, "
-                "pending_points, duration_s, result_json, fingerprint, received_at) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (result.student, result.assignment_id, result.submission_sha256,
-                 result.submission_form, result.submitted_at, result.graded_at, result.seed,
-                 result.isolation_level, score.total, score.raw, score.late_penalty,
-                 score.late_days, score.max_points, score.pending_points, result.duration_s,
-                 json.dumps(result.to_dict()), result.fingerprint or None, received_at))
-            submission_id = cursor.lastrowid
-            hashes = submission.file_hashes
-            db.executemany("INSERT INTO submission_files VALUES (?, ?, ?, ?)",
-                           [(submission_id, name, hashes[name], data)
-                            for name, data in submission.files.items()])
-            db.executemany("INSERT INTO task_scores VALUES (?, ?, ?, ?, ?)",
-                           [(submission_id, t.task_id, t.earned, t.points, t.status)
-                            for t in score.tasks])
-            db.executemany(
-                "INSERT OR REPLACE INTO test_results VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                [(submission_id, o.name, o.task, o.status, o.kind, o.fraction,
-                  (o.diagnosis or {}).get("id"), storable(o.message), o.duration_s)
-                 for o in result.outcomes])
+        db.execute("INSERT INTO students (id) VALUES (?) ON CONFLICT(id) DO NOTHING",
+                   (result.student,))
+        key = (result.student, result.assignment_id, result.submission_sha256)
+        earlier = db.execute("SELECT id, received_at FROM submissions WHERE student_id = ? AND "
+                             "assignment_id = ? AND sha256 = ?", key).fetchone()
+        received_at = result.graded_at
+        if earlier is not None:
+            received_at = earlier[1] or received_at
+            db.execute("INSERT INTO grading_history (student_id, assignment_id, sha256, submitted_at, "
+                       "graded_at, total, max_points, fingerprint, result_json, replaced_at, replaced_because) "
+                       "SELECT student_id, assignment_id, sha256, submitted_at, graded_at, total, max_points, "
+                       "fingerprint, result_json, ?, ? FROM submissions WHERE id = ?",
+                       (when, replaced_because, earlier[0]))
+            db.execute("DELETE FROM submissions WHERE id = ?", (earlier[0],))
+        db.execute("DELETE FROM batch_errors WHERE student_id = ? AND assignment_id = ? AND sha256 = ?", key)
+        cursor = db.execute(
+            "INSERT INTO submissions (student_id, assignment_id, sha256, form, submitted_at, "
+            "graded_at, seed, isolation, total, raw, late_penalty, late_days, max_points, "
+            "pending_points, duration_s, result_json, fingerprint, received_at) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (result.student, result.assignment_id, result.submission_sha256,
+             result.submission_form, result.submitted_at, result.graded_at, result.seed,
+             result.isolation_level, score.total, score.raw, score.late_penalty,
+             score.late_days, score.max_points, score.pending_points, result.duration_s,
+             json.dumps(result.to_dict()), result.fingerprint or None, received_at))
+        submission_id = cursor.lastrowid
+        hashes = submission.file_hashes
+        db.executemany("INSERT INTO submission_files VALUES (?, ?, ?, ?)",
+                       [(submission_id, name, hashes[name], data)
+                        for name, data in submission.files.items()])
+        db.executemany("INSERT INTO task_scores VALUES (?, ?, ?, ?, ?)",
+                       [(submission_id, t.task_id, t.earned, t.points, t.status)
+                        for t in score.tasks])
+        db.executemany(
+            "INSERT OR REPLACE INTO test_results VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [(submission_id, o.name, o.task, o.status, o.kind, o.fraction,
+              (o.diagnosis or {}).get("id"), storable(o.message), o.duration_s)
+             for o in result.outcomes])
         return submission_id
+
+    # ------------------------------------------------------------------ jobs (grade serve)
+    def enqueue_job(self, student_id: str, assignment_id: str, sha256: str, upload_name: str, upload: bytes,
+                    submitted_at: str, *, tier: str = "cpu", reason: str = "uploaded",
+                    limit: tuple[int, str] | None = None) -> tuple[JobRecord | None, bool]:
+        """Queue the grading of one upload; the same files again (same student, assignment, digest and
+        tier) are the same job. `limit` (most, since ISO): no new job when the student's uploads of the
+        assignment since then number `most` already (checked in the same transaction). Returns the job
+        (None: over the limit) and whether it is new."""
+        if tier not in JOB_TIERS:
+            raise ValueError(tier)
+        with self._transaction() as db:
+            existing = db.execute(f"SELECT {_JOB_COLUMNS} FROM jobs WHERE student_id = ? AND assignment_id = ? AND "
+                                  "sha256 = ? AND tier = ?", (student_id, assignment_id, sha256, tier)).fetchone()
+            if existing is not None:
+                return JobRecord(*existing), False
+            if limit is not None:
+                used = db.execute("SELECT COUNT(*) FROM jobs WHERE student_id = ? AND assignment_id = ? AND "
+                                  "tier = ? AND submitted_at >= ?", (student_id, assignment_id, tier, limit[1]))
+                if used.fetchone()[0] >= limit[0]:
+                    return None, False
+            db.execute("INSERT INTO students (id) VALUES (?) ON CONFLICT(id) DO NOTHING", (student_id,))
+            cursor = db.execute(
+                "INSERT INTO jobs (student_id, assignment_id, sha256, tier, state, upload_name, upload, submitted_at, "
+                "reason) VALUES (?, ?, ?, ?, 'queued', ?, ?, ?, ?) "
+                "ON CONFLICT (student_id, assignment_id, sha256, tier) DO NOTHING",
+                (student_id, assignment_id, sha256, tier, upload_name, upload, submitted_at, reason))
+            created = cursor.rowcount == 1
+            row = db.execute(f"SELECT {_JOB_COLUMNS} FROM jobs WHERE student_id = ? AND assignment_id = ? AND "
+                             "sha256 = ? AND tier = ?", (student_id, assignment_id, sha256, tier)).fetchone()
+        return JobRecord(*row), created
+
+    def enqueue_timing(self, cpu_job_id: int, submitted_at: str, *, quota: int,
+                       since: str) -> tuple[JobRecord | None, str]:
+        """Queue the GPU timing of a graded CPU job's files: the student's timing of the same assignment still
+        queued is superseded (the latest wins), and none is queued when the student had `quota` timings
+        granted since `since` (ISO). Returns the timing job (None when refused) and why, in words."""
+        with self._transaction() as db:
+            row = db.execute("SELECT student_id, assignment_id, sha256 FROM jobs WHERE id = ? AND tier = 'cpu'",
+                             (cpu_job_id,)).fetchone()
+            if row is None:
+                return None, "no such graded upload"
+            student, assignment, sha = row
+            used = db.execute("SELECT COUNT(*) FROM jobs WHERE tier = 'gpu' AND student_id = ? AND assignment_id = ? "
+                              "AND attempts > 0 AND submitted_at >= ? AND sha256 != ?",
+                              (student, assignment, since, sha)).fetchone()[0]
+            if used >= quota:
+                return None, f"GPU quota reached: {quota} timings a day"
+            db.execute("UPDATE jobs SET state = 'superseded', error = 'a newer submission was queued for timing' "
+                       "WHERE tier = 'gpu' AND student_id = ? AND assignment_id = ? AND state = 'queued' AND "
+                       "sha256 != ?", (student, assignment, sha))
+            db.execute("INSERT INTO jobs (student_id, assignment_id, sha256, tier, state, upload_name, upload, "
+                       "submitted_at, reason) SELECT student_id, assignment_id, sha256, 'gpu', 'queued', upload_name, "
+                       "upload, ?, 'timing on a GPU' FROM jobs WHERE id = ? "
+                       "ON CONFLICT (student_id, assignment_id, sha256, tier) DO NOTHING", (submitted_at, cpu_job_id))
+            job = db.execute(f"SELECT {_JOB_COLUMNS} FROM jobs WHERE student_id = ? AND assignment_id = ? AND "
+                             "sha256 = ? AND tier = 'gpu'", (student, assignment, sha)).fetchone()
+        return JobRecord(*job), "queued for timing on a GPU"
+
+    def grant_job(self, tier: str, now: float, lease_s: float) -> tuple[JobRecord, bytes] | None:
+        """The oldest queued job of `tier`, now running under a lease until `now + lease_s`, with its upload;
+        None when none is queued."""
+        with self._transaction() as db:
+            row = db.execute("SELECT id FROM jobs WHERE tier = ? AND state = 'queued' ORDER BY id LIMIT 1",
+                             (tier,)).fetchone()
+            if row is None:
+                return None
+            db.execute("UPDATE jobs SET state = 'running', attempts = attempts + 1, lease_until = ?, "
+                       "heartbeat_at = ?, started_at = ?, error = NULL WHERE id = ?",
+                       (now + lease_s, now, now, row[0]))
+            job = db.execute(f"SELECT {_JOB_COLUMNS} FROM jobs WHERE id = ?", (row[0],)).fetchone()
+            upload = db.execute("SELECT upload FROM jobs WHERE id = ?", (row[0],)).fetchone()[0]
+        return JobRecord(*job), bytes(upload)
+
+    def heartbeat_jobs(self, job_ids: list[int], now: float, lease_s: float) -> None:
+        """The running jobs `job_ids` are alive: their leases run until `now + lease_s`."""
+        with self._transaction() as db:
+            db.executemany("UPDATE jobs SET heartbeat_at = ?, lease_until = ? WHERE id = ? AND state = 'running'",
+                           [(now, now + lease_s, job_id) for job_id in job_ids])
+
+    def requeue_job(self, job_id: int, why: str, *, max_attempts: int | None = None) -> str:
+        """A running job whose worker died: queued again, or failed with `why` once it was granted
+        `max_attempts` times. Returns its new state."""
+        with self._transaction() as db:
+            row = db.execute("SELECT attempts, state FROM jobs WHERE id = ?", (job_id,)).fetchone()
+            if row is None or row[1] != "running":
+                return row[1] if row else "missing"
+            state = "failed" if max_attempts is not None and row[0] >= max_attempts else "queued"
+            db.execute("UPDATE jobs SET state = ?, error = ?, lease_until = NULL, finished_at = ? WHERE id = ?",
+                       (state, storable(why), datetime.now(UTC).timestamp() if state == "failed" else None, job_id))
+        return state
+
+    def expire_leases(self, now: float) -> list[int]:
+        """Running jobs whose lease has passed (their server or worker stopped heartbeating): queued again.
+        Returns their ids."""
+        with self._transaction() as db:
+            ids = [r[0] for r in db.execute("SELECT id FROM jobs WHERE state = 'running' AND "
+                                            "(lease_until IS NULL OR lease_until < ?)", (now,))]
+            db.executemany("UPDATE jobs SET state = 'queued', lease_until = NULL, "
+                           "error = 'its lease expired: granted again' WHERE id = ?", [(i,) for i in ids])
+        return ids
+
+    def release_running_jobs(self) -> list[int]:
+        """Every running job queued again (a server starting: nothing of its own is running yet)."""
+        return self.expire_leases(float("inf"))
+
+    def finish_job(self, job_id: int, result: GradeResult | None, submission: Submission | None, *,
+                   error: str | None = None, replaced_because: str = "graded again") -> bool:
+        """A running job's outcome: its grading recorded (or `error`) and the job done (or failed), in one
+        transaction. A job that is not running any more (already finished) records nothing: False."""
+        with self._transaction() as db:
+            row = db.execute("SELECT state FROM jobs WHERE id = ?", (job_id,)).fetchone()
+            if row is None or row[0] != "running":
+                return False
+            now = datetime.now(UTC).timestamp()
+            if result is not None and submission is not None:
+                self._record(db, result, submission, replaced_because)
+                db.execute("UPDATE jobs SET state = 'done', recorded = recorded + 1, finished_at = ?, "
+                           "lease_until = NULL, error = NULL WHERE id = ?", (now, job_id))
+            else:
+                db.execute("UPDATE jobs SET state = 'failed', finished_at = ?, lease_until = NULL, error = ? "
+                           "WHERE id = ?", (now, storable(error or "not graded"), job_id))
+        return True
+
+    def regrade_jobs(self, assignment_id: str | None = None, student_id: str | None = None, *,
+                     reason: str = "regraded by staff") -> int:
+        """Queue again the latest CPU job of each student (of one assignment or all, of one student or all)
+        when it has finished; how many were queued."""
+        where, params = ["tier = 'cpu'"], []
+        if assignment_id is not None:
+            where.append("assignment_id = ?")
+            params.append(assignment_id)
+        if student_id is not None:
+            where.append("student_id = ?")
+            params.append(student_id)
+        with self._transaction() as db:
+            latest = [r[0] for r in db.execute(
+                f"SELECT MAX(id) FROM jobs WHERE {' AND '.join(where)} GROUP BY student_id, assignment_id",
+                tuple(params))]
+            ids = [i for i in latest  # one already queued or running is left as it is
+                   if db.execute("SELECT state FROM jobs WHERE id = ?", (i,)).fetchone()[0] in ("done", "failed")]
+            db.executemany("UPDATE jobs SET state = 'queued', reason = ?, attempts = 0, error = NULL, "
+                           "finished_at = NULL WHERE id = ?", [(reason, i) for i in ids])
+        return len(ids)
+
+    def job(self, job_id: int) -> JobRecord | None:
+        row = self._db.execute(f"SELECT {_JOB_COLUMNS} FROM jobs WHERE id = ?", (job_id,)).fetchone()
+        return JobRecord(*row) if row else None
+
+    def jobs(self, *, assignment_id: str | None = None, student_id: str | None = None,
+             states: tuple[str, ...] | None = None, tier: str | None = None) -> list[JobRecord]:
+        """Jobs, oldest first, filtered by assignment, student, states and tier."""
+        where, params = ["1 = 1"], []
+        for column, value in (("assignment_id", assignment_id), ("student_id", student_id), ("tier", tier)):
+            if value is not None:
+                where.append(f"{column} = ?")
+                params.append(value)
+        if states is not None:
+            where.append(f"state IN ({', '.join('?' for _ in states)})")
+            params.extend(states)
+        rows = self._db.execute(f"SELECT {_JOB_COLUMNS} FROM jobs WHERE {' AND '.join(where)} ORDER BY id",
+                                tuple(params)).fetchall()
+        return [JobRecord(*row) for row in rows]
+
+    def jobs_ahead(self, job: JobRecord) -> int:
+        """Queued jobs of the same tier granted before `job` (0 when it is next or not queued)."""
+        if job.state != "queued":
+            return 0
+        return self._db.execute("SELECT COUNT(*) FROM jobs WHERE tier = ? AND state = 'queued' AND id < ?",
+                                (job.tier, job.id)).fetchone()[0]
+
+    def job_counts(self, tier: str) -> dict[str, int]:
+        """state → how many jobs of `tier` are in it."""
+        rows = self._db.execute("SELECT state, COUNT(*) FROM jobs WHERE tier = ? GROUP BY state", (tier,))
+        return {state: count for state, count in rows}
+
+    def recent_job_seconds(self, tier: str, last: int = 20) -> list[float]:
+        """How long the last `last` finished jobs of `tier` ran (grant to finish), newest first."""
+        rows = self._db.execute("SELECT finished_at - started_at FROM jobs WHERE tier = ? AND state = 'done' AND "
+                                "finished_at IS NOT NULL AND started_at IS NOT NULL ORDER BY finished_at DESC "
+                                "LIMIT ?", (tier, last))
+        return [max(0.0, r[0]) for r in rows]
+
+    def uploads_since(self, student_id: str, assignment_id: str, since_iso: str) -> list[str]:
+        """When the student's uploads (CPU jobs, regrades not counted twice) arrived since `since_iso`, oldest
+        first."""
+        rows = self._db.execute("SELECT submitted_at FROM jobs WHERE student_id = ? AND assignment_id = ? AND "
+                                "tier = 'cpu' AND submitted_at >= ? ORDER BY submitted_at",
+                                (student_id, assignment_id, since_iso))
+        return [r[0] for r in rows]
 
     def record_error(self, student_id: str, assignment_id: str, sha256: str, error: str,
                      kind: str = GRADER_ERROR) -> None:
