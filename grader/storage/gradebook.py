@@ -21,7 +21,8 @@ known but not on it, so reports and exports can keep to the class list.
 
 Schema versions (`PRAGMA user_version`): 0 is the first gradebook (no
 history, no fingerprints, no staff tables); 1 adds them; 2 marks who is on
-the roster (and their section). An older file is migrated in place, in one
+the roster (and their section); 3 adds the LMS tables
+(grader/storage/lms_records.py). An older file is migrated in place, in one
 transaction, when it is opened: its rows are kept as they were, gradings
 without a fingerprint are treated as stale, and a student with a name, an
 email or a roster extension counts as on the roster (version 1 kept no
@@ -49,8 +50,9 @@ from grader.core.errors import GradebookError
 from grader.core.records import GradeResult, Override
 from grader.core.text import storable
 from grader.intake.submission import Submission
+from grader.storage.lms_records import LMS_SCHEMA, LMS_TABLES, LmsRecords
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 EVERY_ASSIGNMENT = ""  # the assignment id of an extension that applies to all (from the roster)
 STAFF_ENV = "GRADE_STAFF"  # who is recorded as the author of an override or extension
 
@@ -173,9 +175,9 @@ VERSION_2 = (  # who is on the roster, and in which section
     "UPDATE students SET rostered_at = strftime('%Y-%m-%dT%H:%M:%S+00:00', 'now') WHERE name IS NOT NULL OR "
     "email IS NOT NULL OR id IN (SELECT student_id FROM extensions WHERE assignment_id = '')",
 )
-MIGRATIONS = {1: VERSION_1, 2: VERSION_2}  # to version N from N - 1
+MIGRATIONS = {1: VERSION_1, 2: VERSION_2, 3: LMS_SCHEMA}  # to version N from N - 1
 TABLES = ("students", "submissions", "submission_files", "task_scores", "test_results", "batch_errors",
-          "grading_history", "overrides", "extensions")
+          "grading_history", "overrides", "extensions", *LMS_TABLES)
 
 
 def now_iso() -> str:
@@ -297,7 +299,7 @@ _OVERRIDE_COLUMNS = ("id, student_id, assignment_id, task_id, points, reason, au
 _EXTENSION_COLUMNS = "id, student_id, assignment_id, extra_s, until, reason, author, granted_at, cleared_at"
 
 
-class Gradebook:
+class Gradebook(LmsRecords):
     def __init__(self, path: str | Path):
         self.path = Path(path)
         try:
