@@ -32,12 +32,12 @@ def queued(book: Gradebook, student: str = "alice", sha: str | None = None, when
 def test_a_version_2_gradebook_gains_the_jobs_table(tmp_path: Path):
     path = tmp_path / "old.sqlite"
     shutil.copy(OLD_GRADEBOOK, path)
-    with Gradebook(path) as book:  # 0 → 4 in one pass, then a job fits
-        assert book.version == SCHEMA_VERSION == 4
+    with Gradebook(path) as book:  # 0 → 5 in one pass, then a job fits
+        assert book.version == SCHEMA_VERSION == 5
         job, created = queued(book)
         assert created and job.state == "queued" and book.count("jobs") == 1
     with sqlite3.connect(path) as db:
-        assert db.execute("PRAGMA user_version").fetchone() == (4,)
+        assert db.execute("PRAGMA user_version").fetchone() == (5,)
 
 
 def test_the_same_upload_twice_is_one_job(tmp_path: Path):

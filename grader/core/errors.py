@@ -80,3 +80,11 @@ class SandboxRefused(GraderError):
 
 class SandboxFailed(GraderError):
     """The sandbox worker could not be started (a host problem, never the student's)."""
+
+
+class LmsError(GraderError):
+    """The LMS link is misconfigured, refused a request, or could not be reached."""
+
+
+class LaunchRefused(LmsError):
+    """An LTI launch that fails a check (signature, issuer, audience, nonce, state, expiry, role...)."""

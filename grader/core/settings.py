@@ -183,9 +183,10 @@ def load_settings(course_root: Path) -> CourseSettings:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise SettingsError(f"{path}: not valid TOML: {exc}") from exc
-    unknown = sorted(set(data) - {"sandbox", "release", "lecture", "serve"})
+    unknown = sorted(set(data) - {"sandbox", "release", "lecture", "serve", "lms"})  # [lms]: grader.lms.config reads it
     if unknown:
-        raise SettingsError(f"{path}: unknown table(s) {', '.join(unknown)} (known: sandbox, release, lecture, serve)")
+        raise SettingsError(f"{path}: unknown table(s) {', '.join(unknown)} "
+                            "(known: sandbox, release, lecture, serve, lms)")
     return CourseSettings(sandbox=_sandbox(data.get("sandbox", {}), str(path)),
                           release=_release(data.get("release", {}), str(path)),
                           lecture=_lecture(data.get("lecture", {}), str(path)),

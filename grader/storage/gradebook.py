@@ -31,8 +31,8 @@ Schema versions (`PRAGMA user_version`): 0 is the first gradebook (no
 history, no fingerprints, no staff tables); 1 adds them; 2 marks who is on
 the roster (and their section); 3 says why a submission was not graded (a
 hand-in problem or a grader error; an earlier row counts as a grader error);
-4 adds the server's jobs. An older file is migrated in place, in one
-transaction, when it is opened: its rows are kept as they were, gradings
+4 adds the server's jobs; 5 the LMS tables (grader/storage/lms_records.py).
+An older file is migrated in place, in one transaction, when it is opened: its rows are kept as they were, gradings
 without a fingerprint are treated as stale, and a student with a name, an
 email or a roster extension counts as on the roster (version 1 kept no
 other trace of the roster). A file written by a newer grader is refused
@@ -60,8 +60,9 @@ from grader.core.manifest import Manifest
 from grader.core.records import GRADER_ERROR, GradeResult, Override
 from grader.core.text import storable
 from grader.intake.submission import Submission
+from grader.storage.lms_records import LMS_SCHEMA, LMS_TABLES, LmsRecords
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 EVERY_ASSIGNMENT = ""  # the assignment id of an extension that applies to all (from the roster)
 LATER_SUBMISSION = "a later submission counts"  # why an earlier submission's grading is not current
 STAFF_ENV = "GRADE_STAFF"  # who is recorded as the author of an override or extension
@@ -214,9 +215,9 @@ VERSION_4 = (  # the server's jobs (grade serve)
     "CREATE INDEX IF NOT EXISTS jobs_queue ON jobs (tier, state, id)",
     "CREATE INDEX IF NOT EXISTS jobs_student ON jobs (assignment_id, student_id)",
 )
-MIGRATIONS = {1: VERSION_1, 2: VERSION_2, 3: VERSION_3, 4: VERSION_4}  # to version N from N - 1
+MIGRATIONS = {1: VERSION_1, 2: VERSION_2, 3: VERSION_3, 4: VERSION_4, 5: LMS_SCHEMA}  # to version N from N - 1
 TABLES = ("students", "submissions", "submission_files", "task_scores", "test_results", "batch_errors",
-          "grading_history", "overrides", "extensions", "jobs")
+          "grading_history", "overrides", "extensions", "jobs", *LMS_TABLES)
 JOB_STATES = ("queued", "running", "done", "failed", "superseded")
 JOB_TIERS = ("cpu", "gpu")
 
@@ -371,7 +372,7 @@ _OVERRIDE_COLUMNS = ("id, student_id, assignment_id, task_id, points, reason, au
 _EXTENSION_COLUMNS = "id, student_id, assignment_id, extra_s, until, reason, author, granted_at, cleared_at"
 
 
-class Gradebook:
+class Gradebook(LmsRecords):
     def __init__(self, path: str | Path, *, threads: bool = False):
         """Open (and migrate) the gradebook at `path`; `threads`: used from several threads of this process,
         which the caller serialises (the server holds a lock around every call)."""
