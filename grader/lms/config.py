@@ -159,3 +159,13 @@ def load(course_root: Path) -> LmsConfig:
     if "lms" not in data:
         raise LmsError(f"{path} has no [lms] table: the LMS link is not set up (docs/LMS.md)")
     return parse(data["lms"], Path(course_root))
+
+
+def load_optional(course_root: Path) -> LmsConfig | None:
+    """The course's LMS settings, or None when course.toml has no [lms] table (LmsError: a malformed one)."""
+    path = Path(course_root) / "course.toml"
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
+    except (OSError, tomllib.TOMLDecodeError):
+        return None  # the course's settings loader says what is wrong with the file
+    return parse(data["lms"], Path(course_root)) if "lms" in data else None

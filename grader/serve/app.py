@@ -79,6 +79,7 @@ class ServerState:
     runners: dict[str, Runner] = field(default_factory=dict)  # tier → its runner ("gpu" only with a GPU worker)
     spool: Path = Path(".")
     alias_key: bytes = b""  # keys the leaderboard's aliases (the signing key: stable, secret)
+    lms: object = None  # grader.lms.config.LmsConfig, when course.toml links the course to an LMS
 
 
 # ------------------------------------------------------------------ words and facts the pages show
@@ -386,6 +387,10 @@ def create_app(state: ServerState) -> Starlette:
         Route("/staff/report/{assignment}", class_report), Route("/staff/export/{assignment}", class_export),
         Route("/static/{name}", static), Route("/healthz", health),
     ]
+    if state.lms is not None and state.lms.lti is not None:  # the LTI 1.3 launch as sign-in
+        from grader.serve.lti_routes import lti_routes
+
+        routes += lti_routes(state, PageError, COOKIE)
     return Starlette(routes=routes, exception_handlers={
         PageError: on_page_error, HTTPException: on_http_error, GraderError: on_grader_error,
         Exception: on_any_error, 500: on_any_error})

@@ -19,6 +19,7 @@ from grader.core.course import Course
 from grader.core.errors import GraderError
 from grader.core.records import GradeResult
 from grader.core.settings import load_settings
+from grader.lms.config import load_optional as load_lms
 from grader.serve.app import ServerState, create_app
 from grader.serve.auth import Signer, serve_dir, signing_key
 from grader.serve.queue import ServerBook
@@ -36,6 +37,7 @@ class Server:
 
     state: ServerState
     app: object
+    passback: object = None  # grader.serve.lti_routes.Passback, when the course is linked to an LMS
 
     def start(self) -> None:
         for runner in self.state.runners.values():
@@ -44,6 +46,8 @@ class Server:
     def stop(self) -> None:
         for runner in self.state.runners.values():
             runner.stop(cancel=True)
+        if self.passback is not None:
+            self.passback.stop()
         self.state.store.close()
 
 
@@ -85,14 +89,26 @@ def open_server(course: Course, *, gradebook_path: Path, executor_kind: str | No
     executors = make_executors(executor_kind, jobs, first, address, allow_weak_sandbox)
     protected = (str(Path(gradebook_path).resolve()), str(serve_dir(course.state_dir).resolve()))
     runners: dict[str, Runner] = {}
-    state = ServerState(course, assignments, store, signer, settings, runners=runners, spool=spool, alias_key=key)
+    lms = load_lms(course.root)
+    state = ServerState(course, assignments, store, signer, settings, runners=runners, spool=spool, alias_key=key,
+                        lms=lms)
+    passback = None
+    if lms is not None:
+        from grader.serve.lti_routes import Passback
+
+        passback = Passback(lms, Path(gradebook_path), assignments)
+
+    def after_grading(job: JobRecord, assignment: Assignment, result: GradeResult) -> None:
+        if "gpu" in executors:
+            queue_timing(state, job, assignment, result)
+        if passback is not None:  # the grade back to the LMS, when it changed
+            passback.graded(assignment.id, job.student_id)
+
     for tier, executor in executors.items():
         runners[tier] = Runner(store, executor, assignments, spool, protected=protected, tier=tier,
                                allow_weak_sandbox=allow_weak_sandbox,
-                               after_grading=(lambda job, assignment, result: queue_timing(state, job, assignment,
-                                                                                           result))
-                               if tier == "cpu" and "gpu" in executors else None)
-    return Server(state, create_app(state))
+                               after_grading=after_grading if tier == "cpu" and ("gpu" in executors or lms) else None)
+    return Server(state, create_app(state), passback)
 
 
 def make_executors(kind: str | None, jobs: int | None, assignment: Assignment, address: str | None,
