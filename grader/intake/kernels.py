@@ -272,6 +272,7 @@ class _Vetter:
         self.constants: set[str] = set()  # constants it reads
         arguments = node.args
         self.params = {a.arg for a in (*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs)}
+        self.reported: set[str] = set()  # rebound names already reported
         self.locals: set[str] = set()
         for sub in ast.walk(node):
             if isinstance(sub, ast.Name) and isinstance(sub.ctx, ast.Store):
@@ -376,6 +377,9 @@ class _Vetter:
         if name in self.params or name in self.locals:
             return _Resolved("local")
         if name in self.scope.rebound:
+            if name in self.reported:  # once per name and kernel
+                return None
+            self.reported.add(name)
             self.problem(node, f"{self.node.name} uses {name}, which line {self.scope.rebound[name]} binds again: "
                                f"import a name (or define a @triton.jit function) once and never assign to it",
                          REBOUND)
@@ -448,6 +452,7 @@ class _Vetter:
         else:
             self.problem(node, f"{self.node.name} calls the result of an expression: call tl.* operations or "
                                f"@triton.jit functions by name")
+            self.expression(func)
         for argument in node.args:
             self.expression(argument)
         for keyword in node.keywords:

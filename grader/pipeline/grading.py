@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import random
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -30,11 +31,13 @@ from grader.harness.runners import SandboxRunner
 from grader.harness.suite import run_suite
 from grader.harness.testing import GradingContext
 from grader.harness.timing import environment
-from grader.intake.kernels import kernel_module
+from grader.intake.gpu_compile import GpuCompile, compile_for_gpu, user_cache_dir
+from grader.intake.kernels import KernelModule, kernel_module
 from grader.intake.static_checks import check_sources
 from grader.intake.submission import Submission, open_submission  # noqa: F401  (re-exported: one definition)
 from grader.pipeline.policy import OVERRIDE_FLAG, refusal
 from grader.sandbox.client import Sandbox, SandboxUnavailable
+from grader.sandbox.forbidden import KERNEL_CODE
 
 MODES = ("check", "submit")
 TIMING_DEVICES = ("auto", "cuda", "cpu")
@@ -118,7 +121,7 @@ def _quiz_outcomes(assignment: Assignment, submission: Submission, mode: str) ->
 
 
 def _kernel_sandbox(assignment: Assignment, submission: Submission, sandbox: Sandbox, use_gpu: bool,
-                    protected: tuple[str, ...]) -> Sandbox | None:
+                    protected: tuple[str, ...]) -> tuple[Sandbox, KernelModule] | None:
     """The worker of a kernel contract: the student's vetted kernels and the course's launchers, and
     nothing else of the student's (grader.intake.kernels), within the submission's own budget."""
     contract = assignment.manifest.contract
@@ -129,7 +132,46 @@ def _kernel_sandbox(assignment: Assignment, submission: Submission, sandbox: San
     return Sandbox({contract.file: kernels.source.encode(), contract.module: launchers}, [contract.module],
                    limits=assignment.manifest.limits, use_gpu=use_gpu,
                    uid_range=assignment.settings.sandbox.uid_range, protected=protected,
-                   deadline=sandbox.deadline, switches=assignment.switches)
+                   deadline=sandbox.deadline, switches=assignment.switches), kernels
+
+
+class _GpuCompileCheck:
+    """The contract's vetted kernels compiled for a GPU (grader.intake.gpu_compile), in a thread of
+    its own while the workers start; only a file whose every name resolved is compiled."""
+
+    def __init__(self, assignment: Assignment, kernels: KernelModule):
+        self.assignment = assignment
+        self.kernels = kernels
+        self.result: GpuCompile | None = None
+        self.thread: threading.Thread | None = None
+        if kernels.found and not kernels.problems:
+            self.thread = threading.Thread(target=self._run, name="gpu-compile", daemon=True)
+            self.thread.start()
+
+    def _run(self) -> None:
+        contract = self.assignment.manifest.contract
+        try:
+            self.result = compile_for_gpu(contract.file, self.kernels.source, self.assignment.contract_module,
+                                          user_cache_dir())
+        except Exception as exc:  # noqa: BLE001 - a check that could not run is recorded, never a crash
+            self.result = GpuCompile("skipped", f"{type(exc).__name__}: {exc}"[:300], (), 0)
+
+    def findings(self) -> tuple[list[StaticFinding], str]:
+        """kernel_code findings for every task of a kernel Triton refused, and the check in one line."""
+        if self.thread is None:
+            why = "no contract kernel" if not self.kernels.found else "a kernel's names did not resolve"
+            return [], f"skipped: {why}"
+        self.thread.join()
+        result = self.result or GpuCompile("skipped", "the check did not finish", (), 0)
+        manifest = self.assignment.manifest
+        found = []
+        for task in manifest.tasks:
+            kernels = manifest.kernels_for(task)
+            for problem in result.problems:
+                if problem.kernel in kernels:
+                    found.append(StaticFinding(task.id, problem.kernel, KERNEL_CODE, problem.line,
+                                               f"{manifest.contract.file}: {problem.text}"))
+        return found, result.summary()
 
 
 def _sandbox_gate(isolation, assignment: Assignment, mode: str, allow_weak: bool) -> str | None:
@@ -170,14 +212,22 @@ def grade(assignment: Assignment, submission: Submission, request: GradeRequest 
     sandbox = Sandbox(submission.files, list(manifest.files), limits=manifest.limits, use_gpu=use_gpu,
                       uid_range=assignment.settings.sandbox.uid_range, protected=protected,
                       switches=assignment.switches)
-    kernels = _kernel_sandbox(assignment, submission, sandbox, use_gpu, protected)
+    made = _kernel_sandbox(assignment, submission, sandbox, use_gpu, protected)
+    kernels, vetted = made if made is not None else (None, None)
+    compiled, compile_summary = None, ""
     try:
         _sandbox_gate(sandbox.isolation, assignment, request.mode, request.allow_weak_sandbox)  # before any work
         step("starting the sandbox; static checks")
         sandbox.start()  # the worker imports torch while we run the static checks
         if kernels is not None:
             kernels.start()
+        if vetted is not None:
+            compiled = _GpuCompileCheck(assignment, vetted)  # before any kernel runs
         findings, file_problems = _static_outcomes(assignment, submission)
+        if compiled is not None:
+            step("compiling the kernels for a GPU")
+            compile_findings, compile_summary = compiled.findings()
+            findings += compile_findings
         try:
             confirmed = sandbox.wait_ready()
         except SandboxUnavailable as exc:
@@ -220,7 +270,8 @@ def grade(assignment: Assignment, submission: Submission, request: GradeRequest 
         isolation=isolation.description, isolation_level=isolation.level,
         sandbox_override=weak is not None,
         duration_s=round(time.perf_counter() - started, 3),
-        versions={"grader": __version__, **environment()},
+        versions={"grader": __version__, **environment(),
+                  **({"gpu_compile": compile_summary} if compile_summary else {})},
         notes=tuple(notes), student_output=student_output,
         fingerprint=assignment.fingerprint if official else "", file_problems=tuple(file_problems),
     )
