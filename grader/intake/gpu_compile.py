@@ -30,7 +30,7 @@ from pathlib import Path
 from grader.intake.kernels import COMPILE, KernelProblem
 
 TARGET = ("cuda", 90, 32)  # backend, compute capability (sm_90), warp size
-TIMEOUT_S = 300
+TIMEOUT_S = 180
 MEMORY_BYTES = 8 << 30
 CACHE_FILE = "gpu_compile.json"
 CACHE_ENTRIES = 2000  # the oldest go first
@@ -111,6 +111,8 @@ def compile_for_gpu(filename: str, source: str, contract_file: Path, cache_dir: 
     request = {"filename": filename, "source": source, "contract": contract, "module": contract_file.stem}
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     env.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
+    here = str(Path(__file__).resolve().parents[2])  # the folder that holds grader/, installed or not
+    env["PYTHONPATH"] = os.pathsep.join([here, *filter(None, [env.get("PYTHONPATH")])])
     with tempfile.TemporaryDirectory(prefix="grade-gpu-compile-") as work:
         env["TRITON_CACHE_DIR"] = str(Path(work) / "triton-cache")
         try:
@@ -157,6 +159,17 @@ def _error_text(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {message}"[:400]
 
 
+PROBE = """import triton
+import triton.language as tl
+
+
+@triton.jit
+def _probe(X, N, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.store(X + offs, tl.load(X + offs, mask=offs < N) * 2, mask=offs < N)
+"""
+
+
 def _compile_all(request: dict) -> dict:  # pragma: no cover - runs in the child
     import importlib
 
@@ -178,6 +191,22 @@ def _compile_all(request: dict) -> dict:  # pragma: no cover - runs in the child
                 "launches": 0}
     target = GPUTarget(*TARGET)
     backend = backends[backend_name].compiler(target)
+
+    def make_ir(fn, signature: dict, constants: dict, options: dict) -> None:
+        parsed = backend.parse_options(dict(options))
+        context = ir.context()
+        ir.load_dialects(context)
+        backend.load_dialects(context)
+        source = ASTSource(fn, signature, constants)
+        source.make_ir(target, parsed, backend.get_codegen_implementation(parsed), backend.get_module_map(), context)
+
+    (work / "_grader_probe.py").write_text(PROBE, encoding="utf-8")
+    try:  # a kernel known to compile: a failure here is this Triton's, not the student's
+        probe = importlib.import_module("_grader_probe")._probe
+        make_ir(probe, {"X": "*fp32", "N": "i32", "BLOCK": "constexpr"}, {(2,): 16}, {"num_warps": 4})
+    except Exception as exc:  # noqa: BLE001 - whatever this Triton raises, the check cannot run here
+        return {"status": "skipped", "why": f"this Triton cannot compile a known-good kernel for {TARGET[0]} "
+                                            f"here: {_error_text(exc)}", "problems": [], "launches": 0}
     contract = importlib.import_module(request["module"])
     kernels = importlib.import_module(Path(request["filename"]).stem)
     specialisations = getattr(contract, "specialisations", None)
@@ -201,13 +230,7 @@ def _compile_all(request: dict) -> dict:  # pragma: no cover - runs in the child
         constants = {(names.index(k),): v for k, v in constexprs.items() if k in names}
         launches += 1
         try:
-            parsed = backend.parse_options(dict(options))
-            context = ir.context()
-            ir.load_dialects(context)
-            backend.load_dialects(context)
-            source = ASTSource(fn, signature, constants)
-            source.make_ir(target, parsed, backend.get_codegen_implementation(parsed), backend.get_module_map(),
-                           context)
+            make_ir(fn, signature, constants, options)
         except Exception as exc:  # noqa: BLE001 - Triton's refusal, whatever its class, is the finding
             shape = ", ".join(f"{k}={v}" for k, v in constexprs.items())
             problems[kernel] = {"kernel": kernel, "line": _error_line(exc, def_lines.get(kernel, 1)),
