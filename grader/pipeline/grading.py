@@ -224,15 +224,15 @@ def grade(assignment: Assignment, submission: Submission, request: GradeRequest 
         if vetted is not None:
             compiled = _GpuCompileCheck(assignment, vetted)  # before any kernel runs
         findings, file_problems = _static_outcomes(assignment, submission)
-        if compiled is not None:
-            step("compiling the kernels for a GPU")
-            compile_findings, compile_summary = compiled.findings()
-            findings += compile_findings
         try:
             confirmed = sandbox.wait_ready()
         except SandboxUnavailable as exc:
             raise SandboxFailed(str(exc)) from exc
         weak = _sandbox_gate(confirmed, assignment, request.mode, request.allow_weak_sandbox)
+        if compiled is not None:  # the workers have started meanwhile; no kernel has run yet
+            step("compiling the kernels for a GPU")
+            compile_findings, compile_summary = compiled.findings()
+            findings += compile_findings
         with course_imports(assignment.course.root):
             reference, mutants = load_reference(assignment) if official else ({}, [])
             context = GradingContext(runner=SandboxRunner(sandbox), manifest=manifest,
