@@ -491,6 +491,38 @@ def _python_help(acc):
         "    peek = Q.handle\n"}),
         {"flash_forward": 0, "flash_gqa": 0}, {}),
 }
+# Kernels that reach Python through what triton.language re-exports, each inserted as the forward
+# kernel's first line: in the interpreter each would run (the payload walks up to the launcher's
+# frame and writes torch attention into its NaN-filled output). Each resolves to something other
+# than Triton's: a kernel_code finding naming it, and no point for any task of the forward kernel.
+FRAME_WALK = ("import inspect, torch\\n"
+              "f = inspect.currentframe()\\n"
+              "while f is not None and 'out' not in f.f_locals: f = f.f_back\\n"
+              "q, k, v, out = (f.f_locals[n] for n in ('q', 'k', 'v', 'out'))\\n"
+              "out.copy_(torch.softmax(q.float() @ k.float().transpose(-1, -2) / q.shape[-1] ** 0.5, -1)"
+              " @ v.float())")
+FIRST_LINE = '    """BLOCK_M output rows of one (batch, head); LSE[b, h, i] = m_i + log2(l_i) for the backward."""\n'
+REACHING_PYTHON = {  # attack → (the line inserted in the forward kernel, what the finding names)
+    "kernel_body_execs_through_tl_math_core": (f'    tl.math.core.builtins.exec("{FRAME_WALK}")\n',
+                                               "the module triton.language.core"),
+    "kernel_body_walks_frames_through_tl_math_core": (
+        "    frame = tl.math.core.inspect.currentframe().f_back\n", "the module triton.language.core"),
+    "kernel_body_resolves_through_tl_extra_pkgutil": (
+        f'    tl.extra.pkgutil.resolve_name("builtins:exec")("{FRAME_WALK}")\n', "the module pkgutil"),
+    "kernel_body_execs_at_compile_time": (f'    exec("{FRAME_WALK}")\n', "exec, a Python builtin"),
+    "kernel_body_calls_getattr": ('    getattr(tl, "lo" + "ad")(Q)\n', "getattr, a Python builtin"),
+}
+for _name, (_line, _words) in REACHING_PYTHON.items():
+    KERNEL_ATTACKS[_name] = (reference_flash({FIRST_LINE: FIRST_LINE + _line}),
+                             {"flash_forward": 0, "flash_gqa": 0}, {})
+# a module constant rebinds tl to triton.language.core (which has every tl.* the kernels use, and builtins)
+KERNEL_ATTACKS["kernel_body_uses_tl_rebound_by_a_constant"] = (reference_flash({
+    "BLOCK_M = 64  # query rows per program (the stub's default)\n":
+    "tl = tl.math.core\nBLOCK_M = 64  # query rows per program (the stub's default)\n",
+    FIRST_LINE: FIRST_LINE + f'    tl.builtins.exec("{FRAME_WALK}")\n'}),
+    {"flash_forward": 0, "flash_gqa": 0, "flash_backward": 0}, {})
+FINDING_WORDS = {name: words for name, (_line, words) in REACHING_PYTHON.items()}
+FINDING_WORDS["kernel_body_uses_tl_rebound_by_a_constant"] = "binds again"
 
 
 @pytest.fixture
@@ -524,6 +556,11 @@ def test_kernel_tasks_earn_only_what_the_grader_launched(tmp_path, course_copy: 
         findings = {(f.task, f.group) for f in result.findings}
         assert ("flash_forward", "kernel_code") in findings and ("flash_gqa", "kernel_code") in findings
         assert ("flash_speed", "kernel_code") in findings
+    if name in FINDING_WORDS:  # the finding names what the kernel reached, and nothing ran
+        kernel_findings = [f for f in result.findings if f.task == "flash_forward"]
+        assert kernel_findings and all(f.group == "kernel_code" for f in kernel_findings), kernel_findings
+        assert any(f.function == "_flash_fwd_kernel" and FINDING_WORDS[name] in f.code for f in kernel_findings)
+        assert earned["flash_speed"] == 0 and earned["flash_launcher"] == 0
     speed = [o for o in result.outcomes if o.task == "flash_speed"]
     if points["flash_forward"] == 0:  # the timed kernel is the student's, launched by the grader
         assert earned["flash_speed"] == 0
@@ -533,3 +570,13 @@ def test_kernel_tasks_earn_only_what_the_grader_launched(tmp_path, course_copy: 
     assert tree_digest(course_copy.root) == digest
     assert not attacker_processes(None)
     assert elapsed < 600
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("level", ["bubblewrap"], indirect=True)
+@pytest.mark.parametrize("name", sorted(FINDING_WORDS))
+def test_kernels_reaching_python_where_bubblewrap_starts_every_worker(tmp_path, course_copy: Course, level: str,
+                                                                      name: str, monkeypatch) -> None:
+    """The kernels that reach Python, with a bubblewrap sandbox started for every worker (no template)."""
+    monkeypatch.setenv("GRADE_NO_ZYGOTE", "1")
+    test_kernel_tasks_earn_only_what_the_grader_launched(tmp_path, course_copy, level, name)

@@ -32,6 +32,36 @@ BACKWARD = {"BWD_BLOCK_M": 32, "BWD_BLOCK_N": 32, "BWD_NUM_WARPS": 4, "BWD_NUM_S
 LOG2_E = 1.4426950408889634
 
 
+# The launches the hidden tests make, as (dtype, head dim, causal): before any kernel runs, the grader
+# compiles your kernels for a GPU at each of them (on the CPU, to Triton's first stage).
+FORWARD_LAUNCHES = [(dtype, d, causal) for dtype in ("fp32", "fp16") for d in (16, 32, 64, 128)
+                    for causal in (False, True)]
+BACKWARD_LAUNCHES = [("fp32", 16, False), ("fp32", 16, True), ("fp32", 64, False), ("fp32", 64, True),
+                     ("fp16", 32, True)]
+
+
+def specialisations() -> list[tuple[str, list[str], dict, dict[str, int]]]:
+    """Each launch above as Triton compiles it: (kernel, the Triton types of its positional arguments
+    in order, its constexprs, its launch options), with flash.py's tile sizes."""
+    found = []
+    forward = settings(FORWARD)
+    for dtype, d, causal in FORWARD_LAUNCHES:
+        types = [f"*{dtype}"] * 4 + ["*fp32"] + ["i32"] * 20 + ["fp32"]
+        meta = {"BLOCK_M": forward["BLOCK_M"], "BLOCK_N": forward["BLOCK_N"], "HEAD_DIM": d, "IS_CAUSAL": causal}
+        found.append(("_flash_fwd_kernel", types, meta,
+                      {"num_warps": forward["NUM_WARPS"], "num_stages": forward["NUM_STAGES"]}))
+    backward = settings(BACKWARD)
+    for dtype, d, causal in BACKWARD_LAUNCHES:
+        meta = {"BLOCK_M": backward["BWD_BLOCK_M"], "BLOCK_N": backward["BWD_BLOCK_N"], "HEAD_DIM": d,
+                "IS_CAUSAL": causal}
+        options = {"num_warps": backward["BWD_NUM_WARPS"], "num_stages": backward["BWD_NUM_STAGES"]}
+        inputs = [f"*{dtype}"] * 4 + ["*fp32"] * 2
+        common = ["i32"] * 16 + ["fp32"]
+        found.append(("_flash_bwd_dkdv_kernel", inputs + [f"*{dtype}"] * 2 + common, meta, options))
+        found.append(("_flash_bwd_dq_kernel", inputs + [f"*{dtype}"] + common, meta, options))
+    return found
+
+
 def settings(defaults: dict[str, int], config: dict | None = None) -> dict[str, int]:
     """flash.py's value of each setting where it is a usable one, else the default; `config`
     (what your own flash_attention launched with, when the grader compares with it) comes first."""

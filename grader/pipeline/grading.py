@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import os
 import random
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -32,11 +33,13 @@ from grader.harness.runners import SandboxRunner
 from grader.harness.suite import run_suite
 from grader.harness.testing import GradingContext
 from grader.harness.timing import environment
-from grader.intake.kernels import kernel_module
+from grader.intake.gpu_compile import GpuCompile, compile_for_gpu, user_cache_dir
+from grader.intake.kernels import KernelModule, kernel_module
 from grader.intake.static_checks import check_sources
 from grader.intake.submission import Submission, open_submission  # noqa: F401  (re-exported: one definition)
 from grader.pipeline.policy import OVERRIDE_FLAG, refusal
 from grader.sandbox.client import Sandbox, SandboxUnavailable
+from grader.sandbox.forbidden import KERNEL_CODE
 
 MODES = ("check", "submit")
 TIMING_DEVICES = ("auto", "cuda", "cpu")
@@ -129,7 +132,7 @@ def _check_quiz_key(assignment: Assignment) -> None:
 
 
 def _kernel_sandbox(assignment: Assignment, submission: Submission, sandbox: Sandbox, use_gpu: bool,
-                    protected: tuple[str, ...]) -> Sandbox | None:
+                    protected: tuple[str, ...]) -> tuple[Sandbox, KernelModule] | None:
     """The worker of a kernel contract: the student's vetted kernels and the course's launchers, and
     nothing else of the student's (grader.intake.kernels), within the submission's own budget."""
     contract = assignment.manifest.contract
@@ -140,7 +143,46 @@ def _kernel_sandbox(assignment: Assignment, submission: Submission, sandbox: San
     return Sandbox({contract.file: kernels.source.encode(), contract.module: launchers}, [contract.module],
                    limits=assignment.manifest.limits, use_gpu=use_gpu,
                    uid_range=assignment.settings.sandbox.uid_range, protected=protected,
-                   deadline=sandbox.deadline, switches=assignment.switches)
+                   deadline=sandbox.deadline, switches=assignment.switches), kernels
+
+
+class _GpuCompileCheck:
+    """The contract's vetted kernels compiled for a GPU (grader.intake.gpu_compile), in a thread of
+    its own while the workers start; only a file whose every name resolved is compiled."""
+
+    def __init__(self, assignment: Assignment, kernels: KernelModule):
+        self.assignment = assignment
+        self.kernels = kernels
+        self.result: GpuCompile | None = None
+        self.thread: threading.Thread | None = None
+        if kernels.found and not kernels.problems:
+            self.thread = threading.Thread(target=self._run, name="gpu-compile", daemon=True)
+            self.thread.start()
+
+    def _run(self) -> None:
+        contract = self.assignment.manifest.contract
+        try:
+            self.result = compile_for_gpu(contract.file, self.kernels.source, self.assignment.contract_module,
+                                          user_cache_dir())
+        except Exception as exc:  # noqa: BLE001 - a check that could not run is recorded, never a crash
+            self.result = GpuCompile("skipped", f"{type(exc).__name__}: {exc}"[:300], (), 0)
+
+    def findings(self) -> tuple[list[StaticFinding], str]:
+        """kernel_code findings for every task of a kernel Triton refused, and the check in one line."""
+        if self.thread is None:
+            why = "no contract kernel" if not self.kernels.found else "a kernel's names did not resolve"
+            return [], f"skipped: {why}"
+        self.thread.join()
+        result = self.result or GpuCompile("skipped", "the check did not finish", (), 0)
+        manifest = self.assignment.manifest
+        found = []
+        for task in manifest.tasks:
+            kernels = manifest.kernels_for(task)
+            for problem in result.problems:
+                if problem.kernel in kernels:
+                    found.append(StaticFinding(task.id, problem.kernel, KERNEL_CODE, problem.line,
+                                               f"{manifest.contract.file}: {problem.text}"))
+        return found, result.summary()
 
 
 def _sandbox_gate(isolation, assignment: Assignment, mode: str, allow_weak: bool) -> str | None:
@@ -183,7 +225,9 @@ def grade(assignment: Assignment, submission: Submission, request: GradeRequest 
     sandbox = Sandbox(submission.files, list(manifest.files), limits=manifest.limits, use_gpu=use_gpu,
                       uid_range=assignment.settings.sandbox.uid_range, protected=protected,
                       switches=assignment.switches)
-    kernels = _kernel_sandbox(assignment, submission, sandbox, use_gpu, protected)
+    made = _kernel_sandbox(assignment, submission, sandbox, use_gpu, protected)
+    kernels, vetted = made if made is not None else (None, None)
+    compiled, compile_summary = None, ""
     job_lock = contextlib.ExitStack()
     try:
         job_lock.enter_context(job_device_lock("cuda" if use_gpu else None))  # all this job's GPU work
@@ -192,12 +236,18 @@ def grade(assignment: Assignment, submission: Submission, request: GradeRequest 
         sandbox.start()  # the worker imports torch while we run the static checks
         if kernels is not None:
             kernels.start()
+        if vetted is not None:
+            compiled = _GpuCompileCheck(assignment, vetted)  # before any kernel runs
         findings, file_problems = _static_outcomes(assignment, submission)
         try:
             confirmed = sandbox.wait_ready()
         except SandboxUnavailable as exc:
             raise SandboxFailed(str(exc)) from exc
         weak = _sandbox_gate(confirmed, assignment, request.mode, request.allow_weak_sandbox)
+        if compiled is not None:  # the workers have started meanwhile; no kernel has run yet
+            step("compiling the kernels for a GPU")
+            compile_findings, compile_summary = compiled.findings()
+            findings += compile_findings
         with course_imports(assignment.course.root):
             reference, mutants = load_reference(assignment) if official else ({}, [])
             context = GradingContext(runner=SandboxRunner(sandbox), manifest=manifest,
@@ -238,7 +288,8 @@ def grade(assignment: Assignment, submission: Submission, request: GradeRequest 
         isolation=isolation.description, isolation_level=isolation.level,
         sandbox_override=weak is not None, sandbox_gaps=isolation.gaps,
         duration_s=round(time.perf_counter() - started, 3),
-        versions={"grader": __version__, **environment()},
+        versions={"grader": __version__, **environment(),
+                  **({"gpu_compile": compile_summary} if compile_summary else {})},
         notes=tuple(notes), student_output=student_output,
         fingerprint=assignment.fingerprint if official else "", file_problems=tuple(file_problems),
     )
