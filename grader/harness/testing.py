@@ -85,6 +85,33 @@ def raised_advice(name: str, kind: str, args: tuple, kwargs: dict, section: str)
             f"lines above show where your code stopped.")
 
 
+FORM_KEYS = {"shape": "shape", "dtype": "dtype", "device": "device"}
+
+
+def _only_form(actual, expected, rtol: float | None, atol: float | None) -> str | None:
+    """Which of shape, dtype or device alone is wrong ("dtype", say) when `actual`, brought to the
+    expected's form (cast, moved, or reshaped where it holds the same number of values in the same
+    order), matches `expected` within the expected dtype's tolerance (or the test's); None when the
+    values are wrong too. Tuples: the first item whose form differs decides."""
+    if isinstance(expected, (tuple, list)) and isinstance(actual, (tuple, list)) and len(actual) == len(expected):
+        pairs = list(zip(actual, expected, strict=True))
+    else:
+        pairs = [(actual, expected)]
+    wrong: list[str] = []
+    for a, e in pairs:
+        if not (isinstance(a, torch.Tensor) and isinstance(e, torch.Tensor)):
+            return None
+        if a.numel() != e.numel():
+            return None
+        parts = [p for p, differs in (("shape", a.shape != e.shape), ("dtype", a.dtype != e.dtype),
+                                      ("device", a.device.type != e.device.type)) if differs]
+        formed = a.detach().cpu().to(e.dtype).reshape(e.shape)
+        if not outputs_match(formed, e.detach().cpu(), rtol, atol):
+            return None
+        wrong += [p for p in parts if p not in wrong]
+    return " and ".join(wrong) if wrong else None
+
+
 class StudentProblem(AssertionError):
     """The student's code did not produce a value: it raised, hung, crashed..."""
 
@@ -236,16 +263,66 @@ class Check:
         suspicion = degenerate.unexplained(found, expected, args, kwargs)
         if suspicion is None:
             return
+        if suspicion.kind == degenerate.CONSTANT and not self._constant_elsewhere(name, suspicion, args, kwargs):
+            self._constant_here(name, suspicion, value, expected, args, kwargs)
         manifest = self.context.manifest
         kernels = manifest.contract.kernels_of(name) if manifest and manifest.is_launcher(name) else ()
         text = degenerate.message(name, suspicion, self.section_for(name), kernels)
         self.record["measured"] = degenerate.measured(suspicion)
         self._problem(f"degenerate:{suspicion.kind}", degenerate.summary(suspicion), self.record["measured"])
-        found = diagnose(self.context.mutants, name, args, kwargs, value) if self.context.mutants else None
+        found = diagnose(self.context.mutants, name, args, kwargs, value, expected=expected) \
+            if self.context.mutants else None
         found = found or self._source_hint(name)
         if found is None and suspicion.kind == degenerate.NAN:  # NaN from a finite oracle may be an overflow;
             found = self._precision(value, expected, suspicion.item, (name, args, kwargs))  # zeros never are
         raise StudentProblem("degenerate", self._diagnosed(found, text))
+
+    def _constant_elsewhere(self, name: str, suspicion: degenerate.Suspicion, args: tuple, kwargs: dict) -> bool:
+        """Whether `name` returns the same constant on other inputs too: every floating-point tensor argument
+        drawn afresh (same shape, dtype and device; masks, positions and flags kept). Only a result measured
+        not to depend on the inputs is called a placeholder; a call that fails on the fresh draw proves
+        nothing, so it counts as depending on them."""
+        gen = torch.Generator().manual_seed((self.seed * 7919 + zlib.crc32(name.encode())) & 0x7FFFFFFF)
+
+        def fresh(value):
+            if isinstance(value, torch.Tensor) and value.is_floating_point() and value.numel():
+                drawn = torch.randn(value.shape, generator=gen, dtype=torch.float64)
+                return drawn.to(dtype=value.dtype, device=value.device)
+            return value
+
+        redrawn_args = tuple(fresh(a) for a in args)
+        redrawn_kwargs = {k: fresh(v) for k, v in kwargs.items()}
+        if all(a is b for a, b in zip(redrawn_args, args, strict=True)) and \
+                all(redrawn_kwargs[k] is v for k, v in kwargs.items()):
+            return True  # nothing to vary: the value can only depend on what stayed the same
+        result: CallResult = self.context.runner_for(name).call(
+            name, redrawn_args, redrawn_kwargs, forbidden=self._forbidden_for(name), track_tensors=False,
+            device=self.device)
+        if result.status != "ok":
+            return False
+        again = [s for s in degenerate.suspicions(result.value, redrawn_args, redrawn_kwargs)
+                 if s.kind == degenerate.CONSTANT and s.item == suspicion.item and s.detail == suspicion.detail]
+        return bool(again)
+
+    def _constant_here(self, name: str, suspicion: degenerate.Suspicion, value, expected, args: tuple,
+                       kwargs: dict) -> None:
+        """Fail a result that is constant on these inputs but depends on the inputs (measured): a wrong value,
+        not a placeholder, explained by the catalogue or its precision first (an overflow guarded to 0, say)."""
+        what = "its result" if suspicion.item is None else f"item {suspicion.item} of its result"
+        measured = f"{what} is {suspicion.detail} on these inputs (on other inputs it computes other values)"
+        self.record["measured"] = measured
+        self._problem("values:constant_here", "the same number everywhere on these inputs", measured,
+                      constant=suspicion.detail, item=suspicion.item)
+        found = diagnose(self.context.mutants, name, args, kwargs, value, expected=expected) \
+            if self.context.mutants else None
+        found = found or self._source_hint(name)
+        if found is None:
+            found = self._precision(value, expected, suspicion.item, (name, args, kwargs))
+        section = self.section_for(name)
+        message = f"{name}: {measured}, where the right answer is not constant."
+        if found is None and section:
+            message += f"\nSee lecture {section}."
+        raise StudentProblem("wrong", self._diagnosed(found, message))
 
     def raises(self, name: str, *args, exception: str, because: str, **kwargs) -> None:
         """The student's `name(*args, **kwargs)` must raise `exception` (a built-in exception's name,
@@ -373,8 +450,9 @@ class Check:
         found = None
         if diagnose_with is not None and self.context.mutants:
             name, args, kwargs = diagnose_with  # asked only when that call is wrong by itself:
-            if self._difference(actual, self.context.reference[name](*args, **kwargs), rtol, atol, None):
-                found = diagnose(self.context.mutants, name, args, kwargs, actual, rtol, atol)
+            right = self.context.reference[name](*args, **kwargs)
+            if self._difference(actual, right, rtol, atol, None):
+                found = diagnose(self.context.mutants, name, args, kwargs, actual, rtol, atol, expected=right)
         self.record["measured"] = difference.text
         self._problem(f"property:{prop}"[:300], f"a property of attention does not hold: {prop}",
                       f"{prop}: not so ({difference.text})", property=prop, section=section,
@@ -414,11 +492,19 @@ class Check:
             self._attach_heatmap(actual, expected, heatmap)
         if difference is None:
             return
+        only = _only_form(actual, expected, rtol, atol) if difference.key in FORM_KEYS else None
+        if only is not None:  # the values are right: say exactly what differs, and nothing else
+            self.record["measured"] = difference.text
+            self.record["problem"] = {**difference.to_dict(), "key": f"only:{difference.key}",
+                                      "summary": f"right values, wrong {only}", "values_right": True}
+            raise AssertionError(f"{what}: {difference.text}. Only the {only} is wrong: the values themselves are "
+                                 f"right, so change nothing in the computation; return the {only} the contract "
+                                 f"asks for" + (f" ({section})." if section else "."))
         found = None
         if diagnose_with is not None:
             name, args, kwargs = diagnose_with
             if self.context.mutants:
-                found = diagnose(self.context.mutants, name, args, kwargs, actual, rtol, atol)
+                found = diagnose(self.context.mutants, name, args, kwargs, actual, rtol, atol, expected=expected)
             if found is None:
                 found = self._source_hint(name)
         self.record["measured"] = difference.text
