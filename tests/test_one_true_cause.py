@@ -4,7 +4,11 @@
   guarded to 0) is a wrong value, not a placeholder; a result measured not to depend on the inputs is;
 * a mistake that equals the reference on a test's inputs is never that test's hint;
 * a failure that is only a dtype, a shape or a device says exactly that, with no other cause;
-* the kernel panel reads its counts in the light of the verdict: a wrong output is never "nothing to change".
+* the kernel panel reads its counts in the light of the verdict: a wrong output is never "nothing to change";
+* one bug, one cause: a task that fails only because another task's function of the student's is wrong
+  (measured: the rest computed by the course from that function's output reproduces the result) says
+  which function to fix first, and each such dependency is stated in the handout;
+* a forbidden API reached through the student's own helper names that helper.
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ import torch
 
 from grader.core.course import Course
 from grader.core.records import TestOutcome
-from grader.harness.reference import load_reference
+from grader.harness.reference import load_dependencies, load_reference
 from grader.harness.runners import InProcessRunner
 from grader.harness.testing import Check, GradingContext, StudentProblem
 from grader.render.behaviour import behaviour_view
@@ -31,7 +35,8 @@ def course() -> Course:
 @pytest.fixture(scope="module")
 def catalogue(course):
     """{assignment id: (reference functions, mutants)}, loaded once."""
-    return {a: load_reference(assignment_of(course, a)) for a in ("assignment1", "assignment2")}
+    return {a: (*load_reference(assignment_of(course, a)), load_dependencies(assignment_of(course, a)))
+            for a in ("assignment1", "assignment2")}
 
 
 @pytest.fixture
@@ -42,10 +47,10 @@ def student(tmp_path, course, catalogue):
         folder = tmp_path / assignment
         folder.mkdir(exist_ok=True)
         (folder / filename).write_text(textwrap.dedent(source))
-        reference, mutants = catalogue[assignment]
+        reference, mutants, compositions = catalogue[assignment]
         manifest = assignment_of(course, assignment).manifest
         context = GradingContext(runner=InProcessRunner(folder, (filename,)), manifest=manifest,
-                                 reference=reference, mutants=mutants, seed=5)
+                                 reference=reference, mutants=mutants, compositions=compositions, seed=5)
         return Check(context, f"test::{task}", task)
 
     return build
@@ -97,7 +102,7 @@ def apply_rope(x, positions, base=10000.0, scale=1.0):
 
 
 def test_a_float16_rope_returned_in_float32_says_only_the_dtype(student, catalogue):
-    reference, _ = catalogue["assignment2"]
+    reference, _, _ = catalogue["assignment2"]
     assert "apply_rope" in reference
     check = student("assignment2", "positions.py", ROPE_FLOAT32, "rope")
     x = check.randn(1, 2, 8, 16, dtype=torch.float16)
@@ -112,7 +117,7 @@ def test_a_float16_rope_returned_in_float32_says_only_the_dtype(student, catalog
 def test_a_mutant_equal_to_the_reference_on_the_inputs_is_never_the_hint(catalogue):
     from grader.harness.diagnose import diagnose
 
-    reference, mutants = catalogue["assignment1"]
+    reference, mutants, _ = catalogue["assignment1"]
     scores = torch.randn(2, 4, 4)
     # with d_k = 1, "multiplied by sqrt(d_k)" and "divided by sqrt(d_k)" are the same thing
     right = reference["scale_scores"](scores, 1)
@@ -143,3 +148,114 @@ def test_the_kernel_panel_reads_its_counts_in_the_light_of_the_verdict(status, r
     view = behaviour_view(outcome)
     assert view["verdict"]["status"] == expected
     assert ("Nothing to change" in view["verdict"]["text"]) == (expected == "passed")
+
+
+SDPA_THROUGH_SCALE = """
+import torch
+
+def attention_scores(q, k):
+    return q @ k.transpose(-2, -1)
+
+def scale_scores(scores, d_k):
+    return scores / d_k  # should be sqrt(d_k)
+
+def softmax(x, dim=-1):
+    m = x.amax(dim=dim, keepdim=True).clamp(min=-1e30)
+    e = torch.exp(x - m)
+    s = e.sum(dim=dim, keepdim=True)
+    return torch.where(s > 0, e / s, torch.zeros_like(e))
+
+def scaled_dot_product_attention(q, k, v, mask=None):
+    scores = scale_scores(attention_scores(q, k), q.size(-1))
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    weights = softmax(scores, dim=-1)
+    return weights @ v, weights
+"""
+
+
+def test_sdpa_failing_through_the_students_scale_scores_says_fix_scale_scores_first(student):
+    check = student("assignment1", "attention.py", SDPA_THROUGH_SCALE, "scaled_dot_product_attention")
+    q, k, v = check.randn(2, 5, 16), check.randn(2, 7, 16), check.randn(2, 7, 8)
+    with pytest.raises(AssertionError) as info:
+        check.close("scaled_dot_product_attention", q, k, v)
+    text = str(info.value)
+    assert "Fix scale_scores first" in text and "your scale_scores is wrong" in text, text
+    assert check.record["diagnosis"]["id"] == "through:scale_scores"
+    assert check.record["diagnosis"]["source"] == "dependency"
+
+
+MHA_SPLIT_NO_TRANSPOSE = """
+import math
+import torch
+
+def split_heads(x, n_heads):
+    *batch, length, width = x.shape
+    return x.reshape(*batch, n_heads, length, width // n_heads)  # scrambles tokens and heads
+
+def merge_heads(x):
+    *batch, n_heads, length, d_head = x.shape
+    return x.transpose(-3, -2).reshape(*batch, length, n_heads * d_head)
+
+def multi_head_attention(x_q, x_kv, w_q, w_k, w_v, w_o, n_heads, mask=None):
+    q, k, v = split_heads(x_q @ w_q.T, n_heads), split_heads(x_kv @ w_k.T, n_heads), split_heads(x_kv @ w_v.T, n_heads)
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    w = torch.exp(scores - scores.amax(-1, keepdim=True))
+    return merge_heads((w / w.sum(-1, keepdim=True)) @ v) @ w_o.T
+"""
+
+
+def test_mha_failing_through_split_heads_says_fix_split_heads_first(student):
+    check = student("assignment2", "multihead.py", MHA_SPLIT_NO_TRANSPOSE, "multi_head_attention")
+    d = 16
+    x = check.randn(2, 6, d)
+    weights = [check.randn(d, d) * 0.3 for _ in range(4)]
+    with pytest.raises(AssertionError) as info:
+        check.close("multi_head_attention", x, x, *weights, 4)
+    text = str(info.value)
+    assert "Fix split_heads first" in text and "(task heads)" in text, text
+    assert check.record["diagnosis"]["id"] == "through:split_heads"
+
+
+FORBIDDEN_THROUGH_SOFTMAX = """
+import torch
+
+def attention_scores(q, k):
+    return q @ k.transpose(-2, -1)
+
+def scale_scores(scores, d_k):
+    return scores / d_k ** 0.5
+
+def softmax(x, dim=-1):
+    return torch.softmax(x, dim=dim)
+
+def scaled_dot_product_attention(q, k, v, mask=None):
+    weights = softmax(scale_scores(attention_scores(q, k), q.size(-1)), dim=-1)
+    return weights @ v, weights
+"""
+
+
+def test_a_forbidden_call_through_the_students_softmax_names_it(student):
+    check = student("assignment1", "attention.py", FORBIDDEN_THROUGH_SOFTMAX, "scaled_dot_product_attention")
+    q, k, v = check.randn(3, 8), check.randn(4, 8), check.randn(4, 8)
+    with pytest.raises(StudentProblem) as info:
+        check.close("scaled_dot_product_attention", q, k, v)
+    assert info.value.kind == "forbidden"
+    assert "It comes through your softmax" in str(info.value), str(info.value)
+    assert check.record["problem"]["through"] == "softmax"
+
+
+@pytest.mark.parametrize("assignment", ["assignment1", "assignment2", "assignment3"])
+def test_the_handout_states_every_dependency_the_grading_follows(course, assignment):
+    """Each composition (a task's function built from other tasks' functions) is stated in the handout,
+    in a sentence that names both functions and says the points depend on the helper."""
+    readme = (assignment_of(course, assignment).folder / "README.md").read_text()
+    paragraph = readme.split("## Points that depend on another task", 1)
+    assert len(paragraph) == 2, "the handout has no section on points that depend on another task"
+    section = paragraph[1].split("\n## ", 1)[0]
+    for composition in load_dependencies(assignment_of(course, assignment)):
+        assert f"`{composition.function}`" in section
+        for helper in composition.uses:
+            assert f"`{helper}`" in section, (composition.function, helper)

@@ -24,7 +24,7 @@ import torch
 from grader.core.manifest import Manifest
 from grader.core.tolerances import tolerance_for
 from grader.harness import degenerate, precision
-from grader.harness.catalogue import Diagnosis, Mutant
+from grader.harness.catalogue import Composition, Diagnosis, Mutant
 from grader.harness.diagnose import diagnose, normalised_message
 from grader.harness.differences import Difference, measure_difference, outputs_match
 from grader.harness.triton_api import BF16_HINT, BF16_IN_KERNEL, KERNEL_CRASH_HINT, explain_exception
@@ -112,6 +112,10 @@ def _only_form(actual, expected, rtol: float | None, atol: float | None) -> str 
     return " and ".join(wrong) if wrong else None
 
 
+class _HelperFailed(Exception):
+    """A student's helper did not return a value while a composition ran (it raised, hung...)."""
+
+
 class StudentProblem(AssertionError):
     """The student's code did not produce a value: it raised, hung, crashed..."""
 
@@ -138,6 +142,7 @@ class GradingContext:
     hidden: bool = False
     timing_device: str | None = None  # where kernels are timed: "cuda", "cpu" (demonstrations), or nowhere
     kernel_runner: object | None = None  # the worker of the student's kernels alone (a kernel contract)
+    compositions: list[Composition] = field(default_factory=list)  # a task's function from other tasks' ones
 
     def runner_for(self, name: str):
         """Who runs `name`: the kernel worker for a launcher of the kernel contract (grading by
@@ -218,12 +223,15 @@ class Check:
         self._raise_for(name, result, args, kwargs)
         if result.facts.forbidden_calls:
             groups = ", ".join(result.facts.forbidden_calls)
-            self._problem(f"forbidden:{groups}", f"called a forbidden API ({groups})")
+            helper = self._forbidden_through(name, tuple(result.facts.forbidden_calls), args, kwargs)
+            self._problem(f"forbidden:{groups}", f"called a forbidden API ({groups})", through=helper)
+            through = (f" It comes through your {helper}, which {name} calls: remove the forbidden call from "
+                       f"{helper} (it costs {helper}'s task too)." if helper else "")
             raise StudentProblem(
                 "forbidden",
                 f"{name} called a forbidden API ({groups}). This task asks you to write that "
                 f"part yourself, so it earns 0 until the call is removed "
-                f"({self.section_for(name)}).")
+                f"({self.section_for(name)}).{through}")
         if result.facts.mutated_inputs:
             changed = ", ".join(result.facts.mutated_inputs)
             self._problem("in_place", "changed its inputs in place")
@@ -270,12 +278,81 @@ class Check:
         text = degenerate.message(name, suspicion, self.section_for(name), kernels)
         self.record["measured"] = degenerate.measured(suspicion)
         self._problem(f"degenerate:{suspicion.kind}", degenerate.summary(suspicion), self.record["measured"])
-        found = diagnose(self.context.mutants, name, args, kwargs, value, expected=expected) \
-            if self.context.mutants else None
+        found = self._through_helper(name, args, kwargs, value, None, None)
+        if found is None and self.context.mutants:
+            found = diagnose(self.context.mutants, name, args, kwargs, value, expected=expected)
         found = found or self._source_hint(name)
         if found is None and suspicion.kind == degenerate.NAN:  # NaN from a finite oracle may be an overflow;
             found = self._precision(value, expected, suspicion.item, (name, args, kwargs))  # zeros never are
         raise StudentProblem("degenerate", self._diagnosed(found, text))
+
+    def _helper_runs(self, name: str, composition: Composition, helper: str, args: tuple, kwargs: dict):
+        """`composition` of `name` computed with the student's `helper` (called in the sandbox) and the
+        reference's other helpers: (its result, [what the student's helper did wrong, per call], [forbidden
+        groups the student's helper called]); None when the student's helper did not return a value."""
+        wrong: list[str] = []
+        forbidden: list[str] = []
+
+        def student_helper(*a, **k):
+            result: CallResult = self.context.runner_for(helper).call(
+                helper, a, k, forbidden=self._forbidden_for(helper) or self._forbidden_for(name),
+                track_tensors=False, device=self.device)
+            if result.status != "ok":
+                raise _HelperFailed(helper)
+            forbidden.extend(g for g in result.facts.forbidden_calls if g not in forbidden)
+            difference = self._difference(result.value, self.context.reference[helper](*a, **k), None, None, None)
+            if difference is not None:
+                wrong.append(difference.text)
+            return result.value
+
+        helpers = {h: (student_helper if h == helper else self.context.reference[h]) for h in composition.uses}
+        try:
+            with torch.no_grad():
+                produced = composition.fn(helpers, *args, **kwargs)
+        except _HelperFailed:
+            return None
+        except Exception:  # the student's helper output does not fit the rest: not this helper's doing alone
+            produced = None
+        return produced, wrong, forbidden
+
+    def _through_helper(self, name: str, args: tuple, kwargs: dict, actual, rtol, atol) -> Diagnosis | None:
+        """One bug, one cause: the student's helper (a function of another task that `name` may call, as the
+        handout says) that is wrong on the inputs `name` gives it and, with the rest computed by the course
+        from its output, reproduces the student's wrong result. Measured on the trusted side."""
+        manifest = self.context.manifest
+        for composition in self.context.compositions:
+            if composition.function != name or not all(h in self.context.reference for h in composition.uses):
+                continue
+            for helper in composition.uses:
+                ran = self._helper_runs(name, composition, helper, args, kwargs)
+                if ran is None:
+                    continue
+                produced, wrong, _ = ran
+                if not wrong or produced is None or not outputs_match(actual, produced, rtol, atol, equal_nan=True):
+                    continue
+                task = manifest.task_for_function(helper) if manifest else None
+                task_words = f" (task {task.id})" if task and task.id != helper else ""
+                section = task.section_text if task else self.section_for(name)
+                return Diagnosis(
+                    f"through:{helper}", f"your {helper}{task_words} is wrong, and {name} uses it", section,
+                    f"Fix {helper} first: on the inputs {name} gives it, {wrong[0]}. The course's own code, given "
+                    f"your {helper}'s output, reproduces your {name} result exactly, so {name} may be right once "
+                    f"{helper} is; its points depend on {helper}, as the handout says",
+                    source="dependency")
+        return None
+
+    def _forbidden_through(self, name: str, groups: tuple[str, ...], args: tuple, kwargs: dict) -> str:
+        """The student's helper (a function of another task that `name` may call) through which `name`
+        reached a forbidden API (`groups`): the one that reaches the same groups when called on the inputs
+        `name` gives it; '' when no such helper does."""
+        for composition in self.context.compositions:
+            if composition.function != name or not all(h in self.context.reference for h in composition.uses):
+                continue
+            for helper in composition.uses:
+                ran = self._helper_runs(name, composition, helper, args, kwargs)
+                if ran is not None and ran[2] and set(groups) <= set(ran[2]):
+                    return helper
+        return ""
 
     def _constant_elsewhere(self, name: str, suspicion: degenerate.Suspicion, args: tuple, kwargs: dict) -> bool:
         """Whether `name` returns the same constant on other inputs too: every floating-point tensor argument
@@ -313,8 +390,9 @@ class Check:
         self.record["measured"] = measured
         self._problem("values:constant_here", "the same number everywhere on these inputs", measured,
                       constant=suspicion.detail, item=suspicion.item)
-        found = diagnose(self.context.mutants, name, args, kwargs, value, expected=expected) \
-            if self.context.mutants else None
+        found = self._through_helper(name, args, kwargs, value, None, None)
+        if found is None and self.context.mutants:
+            found = diagnose(self.context.mutants, name, args, kwargs, value, expected=expected)
         found = found or self._source_hint(name)
         if found is None:
             found = self._precision(value, expected, suspicion.item, (name, args, kwargs))
@@ -503,7 +581,8 @@ class Check:
         found = None
         if diagnose_with is not None:
             name, args, kwargs = diagnose_with
-            if self.context.mutants:
+            found = self._through_helper(name, args, kwargs, actual, rtol, atol)
+            if found is None and self.context.mutants:
                 found = diagnose(self.context.mutants, name, args, kwargs, actual, rtol, atol, expected=expected)
             if found is None:
                 found = self._source_hint(name)
