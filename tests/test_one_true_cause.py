@@ -259,3 +259,59 @@ def test_the_handout_states_every_dependency_the_grading_follows(course, assignm
         assert f"`{composition.function}`" in section
         for helper in composition.uses:
             assert f"`{helper}`" in section, (composition.function, helper)
+
+
+# ------------------------------------------------------------ quiz, bonus and status words read right
+
+
+def test_blank_quiz_answers_are_one_cause_not_one_block_each(tmp_path):
+    from grader.core.quiz import Question, grade_quiz
+    from grader.render.report import failure_groups
+
+    questions = [Question(f"q{i}", "numeric", f"question {i}", section="§9") for i in range(1, 8)]
+    key = {q.id: 1.0 for q in questions}
+    outcomes = grade_quiz(questions, key, "q1 = 1.0\nq2 = 5.0\n")  # one right, one wrong, five blank
+    groups = failure_groups(outcomes)
+    blank = [g for g in groups if g.key == ("problem", "quiz:blank")]
+    assert len(blank) == 1 and [o.name for o in blank[0].outcomes] == [f"quiz::q{i}" for i in range(3, 8)]
+    assert blank[0].title == "no answer given" and len(groups) == 2
+    assert all(o.detail["answer"] == "blank" for o in blank[0].outcomes)
+
+
+def test_an_untouched_bonus_kernel_that_stored_nothing_is_not_attempted_everywhere():
+    from grader.render.presentation import not_attempted_ids
+    from grader.render.report import render_html
+    from grader.render.results import gradescope_results
+    from tests.test_student_presentation import KERNELS, outcome, result, terminal
+
+    empty = {"key": "degenerate:nan", "summary": "returned NaN where the right answer has none",
+             "text": "stored nothing: every output element is still NaN", "nothing_stored": True}
+    outcomes = [outcome("backward", f"test_flash_backward::test_gradients[{i}]", "failed", "degenerate",
+                        "your _flash_bwd_dq_kernel stored nothing", problem=empty) for i in range(2)]
+    outcomes += [outcome("forward", "test_flash_forward::test_small"), outcome("quiz", "quiz::q1")]
+    for mode in ("check", "submit"):
+        graded = result(outcomes, mode=mode)
+        assert not_attempted_ids(graded) == {"backward"}
+        text, _ = terminal(graded)
+        assert "✗ backward" not in text and "placeholder" not in text and "Bonus task not attempted" in text
+    html = render_html(result(outcomes), ROOT / "templates")
+    section = html[html.index('<section id="task-backward">'):]
+    assert 'data-not-attempted="backward"' in section[:section.index("</section>")]
+    data = gradescope_results(result(outcomes), KERNELS)
+    assert all(t["output"].startswith("**Bonus task not attempted**") for t in data["tests"]
+               if t["tags"][0] == "backward")
+    # a bonus kernel that stores something wrong is attempted, and fails
+    wrong = [outcome("backward", "test_flash_backward::test_gradients[0]", "failed", "degenerate", "NaN in 3",
+                     problem={**empty, "nothing_stored": False})]
+    assert not_attempted_ids(result(wrong + outcomes[2:])) == set()
+
+
+def test_no_raw_status_names_in_check():
+    from tests.test_student_presentation import outcome, result, terminal
+
+    graded = result([outcome("forward", "test_flash_forward::test_small"), outcome("quiz", "quiz::q1")], mode="check")
+    assert any(t.status == "no_tests" for t in graded.score.tasks), [t.status for t in graded.score.tasks]
+    text, _ = terminal(graded)
+    assert "no_tests" not in text and "no public test" in text
+    from grader.render.report import render_html
+    assert ">no_tests<" not in render_html(graded, ROOT / "templates")

@@ -276,8 +276,16 @@ class Check:
         manifest = self.context.manifest
         kernels = manifest.contract.kernels_of(name) if manifest and manifest.is_launcher(name) else ()
         text = degenerate.message(name, suspicion, self.section_for(name), kernels)
-        self.record["measured"] = degenerate.measured(suspicion)
-        self._problem(f"degenerate:{suspicion.kind}", degenerate.summary(suspicion), self.record["measured"])
+        stored_nothing = bool(kernels) and degenerate.stored_nothing(value)
+        self.record["measured"] = ("stored nothing: every output element is still NaN" if stored_nothing
+                                   else degenerate.measured(suspicion))
+        self._problem(f"degenerate:{suspicion.kind}", degenerate.summary(suspicion), self.record["measured"],
+                      **({"nothing_stored": True} if stored_nothing else {}))
+        if stored_nothing:
+            raise StudentProblem("degenerate", f"your {' and '.join(kernels)} stored nothing: every element of the "
+                                               f"output is still the NaN the grader filled it with. If the kernel is "
+                                               f"not written yet, that is expected; otherwise check that its "
+                                               f"tl.store calls run ({self.section_for(name)}).")
         found = self._through_helper(name, args, kwargs, value, None, None)
         if found is None and self.context.mutants:
             found = diagnose(self.context.mutants, name, args, kwargs, value, expected=expected)

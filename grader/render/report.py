@@ -25,7 +25,14 @@ from grader.core.text import printable_data
 from grader.render.behaviour import behaviour_view
 from grader.render.figures import percent, png_data_uri, pyplot
 from grader.render.kind_words import kind_label
-from grader.render.presentation import NOT_ATTEMPTED, not_attempted_ids, task_order, unjudged, unjudged_points
+from grader.render.presentation import (
+    NOT_ATTEMPTED,
+    not_attempted_ids,
+    status_words,
+    task_order,
+    unjudged,
+    unjudged_points,
+)
 
 # Colour maps that stay readable with every common colour-vision deficiency: viridis (sequential,
 # perceptually uniform, monotone in lightness) for the two matrices, and ColorBrewer's PuOr
@@ -317,7 +324,7 @@ def view_model(result: GradeResult) -> dict:
         elif task.status == "no_tests" and task.task_id in waiting:
             badge, badge_text = "pending", "no public test"
         elif task.status != "graded":
-            badge, badge_text = task.status, task.status
+            badge, badge_text = task.status, status_words(task.status, result.mode)
         else:
             badge = "passed" if share >= 100 else "failed"
             badge_text = f"{task.passed}/{task.passed + task.failed} tests"
