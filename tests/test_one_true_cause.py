@@ -315,3 +315,42 @@ def test_no_raw_status_names_in_check():
     assert "no_tests" not in text and "no public test" in text
     from grader.render.report import render_html
     assert ">no_tests<" not in render_html(graded, ROOT / "templates")
+
+
+# ------------------------------------------------------------ the natural-log LSE in the backward kernels
+
+
+def test_a_backward_reading_lse_as_a_natural_log_is_diagnosed(course, tmp_path):
+    """The catalogue's patch (the mistake written into the reference's backward kernels, as validate grades
+    it) run through Triton's interpreter gives what the mutant's emulation gives, and the diagnosis of
+    that output names the mutant, not "See lecture §24" alone."""
+    import importlib.util
+
+    from grader.harness.contract import load_launchers
+    from grader.harness.diagnose import diagnose
+    from grader.pipeline.workspaces import patched
+
+    assignment = assignment_of(course, "assignment3")
+    reference, mutants = load_reference(assignment)
+    found = [m for m in mutants if m.id == "flash_bwd_lse_natural_log"]
+    assert len(found) == 1 and found[0].function == "launch_backward"
+    mutant = found[0]
+    text = patched(mutant, (assignment.reference / "flash.py").read_text(), "flash.py")
+    (tmp_path / "flash_lse.py").write_text(text)
+    spec = importlib.util.spec_from_file_location("flash_lse_natural", tmp_path / "flash_lse.py")
+    kernels = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(kernels)
+    launch = load_launchers(assignment.manifest.contract, assignment.contract_module, kernels)["launch_backward"]
+    gen = torch.Generator().manual_seed(3)
+    for h, h_kv, causal in ((2, 2, False), (4, 2, True)):
+        q, do = (torch.randn(1, h, 40, 16, generator=gen) for _ in range(2))
+        k, v = (torch.randn(1, h_kv, 40, 16, generator=gen) for _ in range(2))
+        wrong = launch(q, k, v, do, causal=causal)
+        right = reference["launch_backward"](q, k, v, do, causal=causal)
+        emulated = mutant.fn(q, k, v, do, causal=causal)
+        assert not all(torch.allclose(a, b, atol=1e-3) for a, b in zip(wrong, right, strict=True))
+        for a, b in zip(wrong, emulated, strict=True):
+            assert torch.allclose(a, b, rtol=1e-4, atol=1e-4 * float(b.abs().max())), float((a - b).abs().max())
+        diagnosis = diagnose(mutants, "launch_backward", (q, k, v, do), {"causal": causal}, wrong, 1e-4,
+                             1e-4 * max(float(g.abs().max()) for g in right), expected=right)
+        assert diagnosis is not None and diagnosis.mutant_id == "flash_bwd_lse_natural_log"
