@@ -301,7 +301,7 @@ LN_2 = 0.6931471805599453  # ln 2: a base-2 score times ln 2 is the natural one
 @mutant(function="launch_backward", id="flash_bwd_lse_natural_log",
         title="LSE read as a natural logarithm", section="§24",
         patch=[("            pt = tl.exp2(st - lse[None, :])  # the forward's weights, transposed\n",
-                "            pt = tl.exp(st * 0.6931471805599453 - lse[None, :])  # the forward's weights, transposed\n"),
+                "            pt = tl.exp(st * 0.6931471805599453 - lse[None, :])  # natural log assumed\n"),
                ("        p = tl.exp2(s - lse[:, None])\n",
                 "        p = tl.exp(s * 0.6931471805599453 - lse[:, None])\n")],
         explanation="The forward kernel stores LSE in base 2, m + log2(l) in the units of its exp2 scores "
