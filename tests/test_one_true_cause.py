@@ -354,3 +354,29 @@ def test_a_backward_reading_lse_as_a_natural_log_is_diagnosed(course, tmp_path):
         diagnosis = diagnose(mutants, "launch_backward", (q, k, v, do), {"causal": causal}, wrong, 1e-4,
                              1e-4 * max(float(g.abs().max()) for g in right), expected=right)
         assert diagnosis is not None and diagnosis.mutant_id == "flash_bwd_lse_natural_log"
+
+
+# ------------------------------------------------------------ contract rules named in the test's own message
+
+
+def test_an_autotuned_contract_kernel_is_told_the_rule_in_the_test_message(course, tmp_path):
+    from grader.harness.runners import InProcessRunner as Runner
+
+    assignment = assignment_of(course, "assignment3")
+    text = (assignment.reference / "flash.py").read_text()
+    at = text.index("@triton.jit\ndef _flash_fwd_kernel")
+    autotune = ('@triton.autotune(configs=[triton.Config({}, num_warps=4), triton.Config({}, num_warps=8)], '
+                'key=["N_Q"])\n')
+    (tmp_path / "flash.py").write_text(text[:at] + autotune + text[at:])
+    manifest = assignment.manifest
+    reference, _ = load_reference(assignment)
+    context = GradingContext(runner=Runner(tmp_path, manifest.files, manifest.contract, assignment.contract_module),
+                             manifest=manifest, reference=reference, mutants=[], seed=1)
+    check = Check(context, "test::autotune", "flash_forward")
+    q, k, v = (check.randn(1, 1, 40, 16) for _ in range(3))
+    with pytest.raises(StudentProblem) as info:
+        check.call("launch_forward", q, k, v, causal=False)
+    text = str(info.value)
+    assert "_flash_fwd_kernel is decorated with @triton.autotune" in text, text
+    assert "a contract kernel is @triton.jit alone" in text and "Rules" in text
+    assert check.record["diagnosis"]["id"] == "contract_kernel_not_jit_alone"

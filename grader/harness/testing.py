@@ -15,6 +15,7 @@ what is wrong, where, and which lecture section explains it.
 
 from __future__ import annotations
 
+import ast
 import math
 import zlib
 from dataclasses import dataclass, field
@@ -27,7 +28,14 @@ from grader.harness import degenerate, precision
 from grader.harness.catalogue import Composition, Diagnosis, Mutant
 from grader.harness.diagnose import diagnose, normalised_message
 from grader.harness.differences import Difference, measure_difference, outputs_match
-from grader.harness.triton_api import BF16_HINT, BF16_IN_KERNEL, KERNEL_CRASH_HINT, explain_exception
+from grader.harness.triton_api import (
+    BF16_HINT,
+    BF16_IN_KERNEL,
+    KERNEL_CRASH_HINT,
+    contract_decorator_hint,
+    explain_exception,
+)
+from grader.intake.kernels import scan_module
 from grader.sandbox.client import CallResult
 from grader.sandbox.facts import CallFacts
 
@@ -446,6 +454,12 @@ class Check:
         if error.get("frames"):
             where = "\n  " + "\n  ".join(error["frames"][-3:])
         manifest = self.context.manifest
+        rule = self._contract_rule_hint(name) if result.status == "raised" else None
+        if rule is not None:  # a decorated contract kernel: the rule, whatever the launch raised
+            kind, text = str(error.get("type")), str(error.get("message"))
+            self.record["measured"] = f"raised {kind}: {text}"
+            self._problem(f"contract:{rule.mutant_id}", rule.title, self.record["measured"] + where)
+            raise StudentProblem("raised", self._diagnosed(rule, f"{name} raised {kind}: {text}{where}"))
         if result.status == "raised" and error.get("not_implemented") and manifest and manifest.is_launcher(name):
             self._problem("not_implemented", "kernel not written yet")
             raise StudentProblem("not_implemented",
@@ -651,6 +665,24 @@ class Check:
         sources = getattr(self.context.runner_for(name), "sources", None)
         text = "\n".join(sources().values()) if callable(sources) else ""
         return BF16_HINT if BF16_IN_KERNEL.search(text) else None
+
+    def _contract_rule_hint(self, name: str) -> Diagnosis | None:
+        """For a launcher of the kernel contract: a kernel it launches that the submitted source decorates with
+        more than @triton.jit (the static check refuses it too; this names the rule in the test's own message)."""
+        manifest = self.context.manifest
+        if manifest is None or manifest.contract is None or not manifest.is_launcher(name):
+            return None
+        sources = getattr(self.context.runner, "sources", None)  # the submitted files, as handed in
+        kernels = manifest.contract.kernels_of(name)
+        for text in (sources() if callable(sources) else {}).values():
+            try:
+                scope = scan_module(ast.parse(text))
+            except (SyntaxError, ValueError, RecursionError, MemoryError):
+                continue
+            for kernel in kernels:
+                if scope.decorated.get(kernel):
+                    return contract_decorator_hint(kernel, scope.decorated[kernel])
+        return None
 
     def _difference(self, actual, expected, rtol, atol, region) -> Difference | None:
         if isinstance(expected, (tuple, list)):
