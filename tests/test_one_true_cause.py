@@ -380,3 +380,29 @@ def test_an_autotuned_contract_kernel_is_told_the_rule_in_the_test_message(cours
     assert "_flash_fwd_kernel is decorated with @triton.autotune" in text, text
     assert "a contract kernel is @triton.jit alone" in text and "Rules" in text
     assert check.record["diagnosis"]["id"] == "contract_kernel_not_jit_alone"
+
+
+# ------------------------------------------------------------ check and submit agree on a public test
+
+
+@pytest.mark.slow  # the public kernel tests through Triton's interpreter, twice (about 80 s)
+@pytest.mark.parametrize(("mutant_id", "launcher_passes"), [("flash_no_final_division", True),
+                                                              ("launcher_contiguous_strides", False)])
+def test_a_kernel_bug_costs_no_public_launcher_test_as_it_costs_no_hidden_one(course, tmp_path, mutant_id,
+                                                                              launcher_passes):
+    """The hidden tests judge flash_attention against the student's own kernel (a kernel bug costs
+    flash_forward only); the public tests of flash_launcher must grade the same, whatever their names."""
+    import subprocess
+    import sys
+
+    from tests.content_harness import mutant_workspace
+
+    _, mutants = load_reference(assignment_of(course, "assignment3"))
+    mutant = next(m for m in mutants if m.id == mutant_id)
+    workspace = mutant_workspace(tmp_path / "w", "assignment3", mutant)
+    done = subprocess.run([sys.executable, "-m", "pytest", str(ROOT / "assignments/assignment3/tests/test_public.py"),
+                           "-q", "-p", "no:cacheprovider", "-k", "flash_attention", "--grade-workspace", str(workspace)],
+                          capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    tail = done.stdout[-1500:]
+    assert "passed" in tail or "failed" in tail, tail + done.stderr[-1500:]
+    assert (done.returncode == 0) == launcher_passes, tail
