@@ -400,8 +400,9 @@ def test_a_kernel_bug_costs_no_public_launcher_test_as_it_costs_no_hidden_one(co
     _, mutants = load_reference(assignment_of(course, "assignment3"))
     mutant = next(m for m in mutants if m.id == mutant_id)
     workspace = mutant_workspace(tmp_path / "w", "assignment3", mutant)
-    done = subprocess.run([sys.executable, "-m", "pytest", str(ROOT / "assignments/assignment3/tests/test_public.py"),
-                           "-q", "-p", "no:cacheprovider", "-k", "flash_attention", "--grade-workspace", str(workspace)],
+    public = ROOT / "assignments/assignment3/tests/test_public.py"
+    done = subprocess.run([sys.executable, "-m", "pytest", str(public), "-q", "-p", "no:cacheprovider",
+                           "-k", "flash_attention", "--grade-workspace", str(workspace)],
                           capture_output=True, text=True, timeout=600, cwd=tmp_path)
     tail = done.stdout[-1500:]
     assert "passed" in tail or "failed" in tail, tail + done.stderr[-1500:]
