@@ -407,3 +407,68 @@ def test_a_kernel_bug_costs_no_public_launcher_test_as_it_costs_no_hidden_one(co
     tail = done.stdout[-1500:]
     assert "passed" in tail or "failed" in tail, tail + done.stderr[-1500:]
     assert (done.returncode == 0) == launcher_passes, tail
+
+
+# ------------------------------------------------------------ no report of a mutant contradicts itself
+
+
+def test_a_passing_kernel_panel_in_a_failing_task_is_not_green():
+    outcome = TestOutcome(name="test_what_the_kernel_does_as_n_grows", task="flash_forward", status="passed",
+                          kind="", message="", detail={"behaviour": {"measured": True, "probes": [_probe(True)],
+                                                                     "findings": []}})
+    assert behaviour_view(outcome, task_failed=False)["verdict"]["status"] == "passed"
+    muted = behaviour_view(outcome, task_failed=True)["verdict"]
+    assert muted["status"] == "muted" and "Nothing to change" not in muted["text"]
+
+
+def test_contradictions_are_found_in_a_report():
+    from grader.render.report import contradictions
+
+    cause = {"title": "values out of tolerance", "detail": "", "tests": [{"line": ""}], "diagnosis": None}
+    diagnosed = {**cause, "title": "running sum rescaled, accumulator not",
+                 "diagnosis": {"title": "running sum rescaled, accumulator not"}}
+    placeholder = {**cause, "title": "returned a placeholder: a constant that does not depend on the inputs"}
+    green = {"verdict": {"status": "passed"}}
+    assert contradictions({"tasks": [{"id": "t", "causes": [diagnosed], "behaviour": [green]}]})
+    assert contradictions({"tasks": [{"id": "t", "causes": [placeholder, diagnosed], "behaviour": []}]})
+    assert contradictions({"tasks": [{"id": "t", "causes": [{**diagnosed, "detail": "returned a placeholder"}],
+                                      "behaviour": []}]})
+    assert not contradictions({"tasks": [{"id": "t", "causes": [diagnosed], "behaviour": [{"verdict": {}}]},
+                                         {"id": "u", "causes": [], "behaviour": [green]},
+                                         {"id": "v", "causes": [placeholder], "behaviour": []}]})
+
+
+def _catalogue_entries() -> list[tuple[str, str, str]]:
+    """(assignment, mutant id, function) of every mutant in the three catalogues, read from their source."""
+    import ast
+
+    entries = []
+    for assignment in ("assignment1", "assignment2", "assignment3"):
+        tree = ast.parse((ROOT / "reference" / assignment / "mutants.py").read_text())
+        for node in tree.body:
+            for decorator in getattr(node, "decorator_list", []):
+                if isinstance(decorator, ast.Call) and getattr(decorator.func, "id", "") == "mutant":
+                    words = {k.arg: k.value.value for k in decorator.keywords if isinstance(k.value, ast.Constant)}
+                    entries.append((assignment, words["id"], words["function"]))
+    return entries
+
+
+@pytest.mark.sandbox
+@pytest.mark.slow  # every mutant of the three catalogues graded as a submission (its task's hidden tests)
+@pytest.mark.parametrize(("assignment", "mutant_id", "function"), _catalogue_entries(),
+                         ids=[e[1] for e in _catalogue_entries()])
+def test_no_report_of_a_catalogue_mutant_contradicts_itself(course, tmp_path, assignment, mutant_id, function):
+    from grader.render.report import contradictions, view_model
+    from tests.conftest import grade_workspace
+    from tests.content_harness import mutant_workspace
+
+    _, mutants = load_reference(assignment_of(course, assignment))
+    mutant = next(m for m in mutants if m.id == mutant_id)
+    task = assignment_of(course, assignment).manifest.task_for_function(function).id
+    workspace = mutant_workspace(tmp_path / "w", assignment, mutant)
+    result = grade_workspace(course, assignment, workspace, student="mutant", only_task=task,
+                             allow_weak_sandbox=True, use_gpu=False)
+    view = view_model(result)
+    assert contradictions(view) == [], contradictions(view)
+    shown = next(t for t in view["tasks"] if t["id"] == task)
+    assert shown["causes"], f"{mutant_id} fails no test of {task}"

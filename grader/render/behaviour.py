@@ -57,12 +57,15 @@ def plot_png(probes: list[dict]) -> str:
     return png_data_uri(fig)
 
 
-def verdict_line(outcome: TestOutcome, probes: list[dict], findings: list[dict]) -> dict:
+def verdict_line(outcome: TestOutcome, probes: list[dict], findings: list[dict], task_failed: bool = False) -> dict:
     """The panel's closing line, read in the light of the verdict: "nothing to change" only when no finding
-    was read from the counts AND every counted launch wrote the right output and the test passed; a wrong
-    output is never called fine because its counts look efficient. {"status": "passed" | "failed" | "muted",
-    "text": ...}."""
+    was read from the counts AND every counted launch wrote the right output, the test passed and no other
+    test of its task failed (`task_failed`); a wrong output is never called fine because its counts look
+    efficient. {"status": "passed" | "failed" | "muted", "text": ...}."""
     wrong = sum(1 for p in probes if not p.get("output_right", True))
+    if outcome.status == "passed" and not wrong and not findings and task_failed:
+        return {"status": "muted", "text": "The counts show no wasted work here, but other tests of this task "
+                                           "failed: fix the cause shown above first."}
     if outcome.status == "passed" and not wrong and not findings:
         return {"status": "passed", "text": "Nothing to change: no wasted tiles, no whole rows of scores, a rescale "
                                             "wherever the maximum can grow."}
@@ -73,8 +76,9 @@ def verdict_line(outcome: TestOutcome, probes: list[dict], findings: list[dict])
     return {"status": "muted", "text": ""}
 
 
-def behaviour_view(outcome: TestOutcome) -> dict | None:
-    """The report's block for one test's counted behaviour (None when the test recorded none)."""
+def behaviour_view(outcome: TestOutcome, task_failed: bool = False) -> dict | None:
+    """The report's block for one test's counted behaviour (None when the test recorded none);
+    `task_failed`: another test of the same task failed (the closing line says so)."""
     recorded = outcome.detail.get("behaviour") if outcome.detail else None
     if not recorded:
         return None
@@ -87,5 +91,6 @@ def behaviour_view(outcome: TestOutcome) -> dict | None:
     measured = bool(recorded.get("measured")) and bool(probes)
     findings = list(recorded.get("findings") or [])
     return {"name": outcome.name, "measured": measured, "reason": recorded.get("reason", ""),
-            "findings": findings, "rows": rows, "verdict": verdict_line(outcome, probes, findings) if measured else {},
+            "findings": findings, "rows": rows,
+            "verdict": verdict_line(outcome, probes, findings, task_failed) if measured else {},
             "plot": plot_png(probes) if measured else None, "plot_text": plot_text(probes) if measured else ""}

@@ -349,7 +349,7 @@ def view_model(result: GradeResult) -> dict:
             "causes": [] if left_out else [_group_view(g) for g in groups if g.task == task.task_id and
                                            not any(o.detail.get("timing") for o in g.outcomes)],
             "tests": tests,
-            "behaviour": [view for view in (behaviour_view(o) for o in outcomes) if view is not None],
+            "behaviour": [view for view in (behaviour_view(o, task.failed > 0) for o in outcomes) if view is not None],
         })
     pending = unjudged(result)
     left_out_tests = sum(o.status == FAILED for o in result.outcomes if o.task in skipped)
@@ -372,6 +372,29 @@ def view_model(result: GradeResult) -> dict:
                    PENDING: sum(o.status == PENDING for o in result.outcomes),
                    "not_attempted": left_out_tests},
     })
+
+
+def _shown(cause: dict) -> str:
+    """Everything a cause block shows in words (its title, the first test's account, each test's line)."""
+    return " ".join([cause["title"], cause["detail"], *(t["line"] for t in cause["tests"])])
+
+
+def contradictions(view: dict) -> list[str]:
+    """Lines of a report (`view_model`'s data, as shown) that contradict another line of the same task, in
+    words (none for a consistent report): a green "nothing to change" from the kernel's counts in a task with
+    a failure, or "placeholder" (a result that does not depend on the inputs) beside a most-likely cause."""
+    found = []
+    for task in view["tasks"]:
+        causes = task["causes"]
+        if causes and any((b.get("verdict") or {}).get("status") == "passed" for b in task["behaviour"]):
+            found.append(f"{task['id']}: the kernel panel says nothing to change beside a failure "
+                         f"({causes[0]['title']})")
+        if any("placeholder" in _shown(c).lower() for c in causes):
+            for cause in causes:
+                if cause.get("diagnosis"):
+                    found.append(f"{task['id']}: a placeholder beside the most likely cause "
+                                 f"{cause['diagnosis'].get('title', '')!r}")
+    return found
 
 
 def render_html(result: GradeResult, templates_dir: Path) -> str:
