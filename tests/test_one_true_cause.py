@@ -472,3 +472,19 @@ def test_no_report_of_a_catalogue_mutant_contradicts_itself(course, tmp_path, as
     assert contradictions(view) == [], contradictions(view)
     shown = next(t for t in view["tasks"] if t["id"] == task)
     assert shown["causes"], f"{mutant_id} fails no test of {task}"
+
+
+def test_a_static_forbidden_finding_names_the_student_function_it_comes_through(course):
+    from grader.core.scoring import score
+    from grader.intake.static_checks import check_sources
+
+    manifest = assignment_of(course, "assignment1").manifest
+    findings, problems = check_sources(manifest, {"attention.py": textwrap.dedent(FORBIDDEN_THROUGH_SOFTMAX)})
+    assert not problems
+    sdpa = [f for f in findings if f.task == "scaled_dot_product_attention"]
+    own = [f for f in findings if f.task == "softmax"]
+    assert sdpa and all(f.where == "softmax" for f in sdpa) and own and all(f.where == "" for f in own)
+    tasks = {t.task_id: t for t in score(manifest, [], findings).tasks}
+    assert tasks["scaled_dot_product_attention"].status == "forbidden"
+    assert "it comes through your softmax" in tasks["scaled_dot_product_attention"].reason
+    assert "comes through" not in tasks["softmax"].reason
