@@ -488,3 +488,29 @@ def test_a_static_forbidden_finding_names_the_student_function_it_comes_through(
     assert tasks["scaled_dot_product_attention"].status == "forbidden"
     assert "it comes through your softmax" in tasks["scaled_dot_product_attention"].reason
     assert "comes through" not in tasks["softmax"].reason
+
+
+QUADRATIC_WINDOW = """
+import torch
+
+def sliding_window_attention(q, k, v, window):
+    n = q.shape[-2]
+    scores = torch.empty(4096, n, n)  # every score of full attention, for a band of them
+    return scores
+"""
+
+
+def test_an_allocation_the_memory_limit_refuses_is_explained_not_shown_raw(tmp_path, course):
+    folder = tmp_path / "a3"
+    folder.mkdir()
+    (folder / "efficient.py").write_text(textwrap.dedent(QUADRATIC_WINDOW))
+    manifest = assignment_of(course, "assignment3").manifest
+    context = GradingContext(runner=InProcessRunner(folder, ("efficient.py",)), manifest=manifest,
+                             reference={}, mutants=[], seed=1)
+    check = Check(context, "test::memory", "sliding_window")
+    q = torch.zeros(1, 1, 16384, 2)
+    with pytest.raises(StudentProblem) as info:
+        check.call("sliding_window_attention", q, q, q, 64)
+    text = str(info.value)
+    assert "4,096 L × L matrices of float32 for L = 16384" in text and "Compute in blocks" in text, text
+    assert check.record["diagnosis"]["id"] == "allocation_too_large"

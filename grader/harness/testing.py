@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import ast
 import math
+import re
 import zlib
 from dataclasses import dataclass, field
 
@@ -94,6 +95,8 @@ def raised_advice(name: str, kind: str, args: tuple, kwargs: dict, section: str)
 
 
 FORM_KEYS = {"shape": "shape", "dtype": "dtype", "device": "device"}
+# What torch's CPU allocator says when the memory limit refuses an allocation.
+ALLOCATION = re.compile(r"you tried to allocate ([\d,]+) bytes")
 
 
 def _only_form(actual, expected, rtol: float | None, atol: float | None) -> str | None:
@@ -480,7 +483,7 @@ class Check:
             self._problem(f"raised:{kind}:{normalised_message(text, digits=False)}"[:400],
                           f"raised {kind}: {text.splitlines()[0] if text else ''}"[:240], measured + where,
                           frames=list(error.get("frames") or [])[-3:])
-            found = explain_exception(error)
+            found = explain_exception(error) or self._allocation_hint(name, text, args, kwargs or {})
             if found is None and self.context.mutants:
                 found = diagnose(self.context.mutants, name, args, kwargs or {}, raised=error)
             message = f"{name} {measured}{where}"
@@ -665,6 +668,29 @@ class Check:
         sources = getattr(self.context.runner_for(name), "sources", None)
         text = "\n".join(sources().values()) if callable(sources) else ""
         return BF16_HINT if BF16_IN_KERNEL.search(text) else None
+
+    def _allocation_hint(self, name: str, message: str, args: tuple, kwargs: dict) -> Diagnosis | None:
+        """An allocation the worker's memory limit refused (torch's allocator message), in words: how much,
+        and when it is a whole L × L matrix (or a few of them) for the inputs' length L, that it is."""
+        match = ALLOCATION.search(message)
+        if match is None:
+            return None
+        wanted = int(match.group(1).replace(",", ""))
+        tensors = [t for t in [*args, *kwargs.values()] if isinstance(t, torch.Tensor) and t.dim() >= 2]
+        square = ""
+        for t in tensors:
+            length, size = t.shape[-2], t.element_size()
+            if length > 1 and wanted % (length * length * size) == 0 and wanted // (length * length * size) <= 4096:
+                count = wanted // (length * length * size)
+                square = (f", {'an' if count == 1 else f'{count:,}'} L × L matri{'x' if count == 1 else 'ces'} of "
+                          f"{str(t.dtype).removeprefix('torch.')} for L = {length}")
+                break
+        section = self.section_for(name)
+        return Diagnosis(
+            "allocation_too_large", f"{name} asked for {wanted / 2**30:.2f} GiB at once", section,
+            f"The call tried to allocate {wanted:,} bytes in one tensor{square}, more than the grader's worker "
+            f"may use. Compute in blocks so that no tensor grows with the square of the length (for a sliding "
+            f"window, each block of queries against only the keys its window reaches)", source="measured")
 
     def _contract_rule_hint(self, name: str) -> Diagnosis | None:
         """For a launcher of the kernel contract: a kernel it launches that the submitted source decorates with
