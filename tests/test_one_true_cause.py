@@ -514,3 +514,23 @@ def test_an_allocation_the_memory_limit_refuses_is_explained_not_shown_raw(tmp_p
     text = str(info.value)
     assert "4,096 L × L matrices of float32 for L = 16384" in text and "Compute in blocks" in text, text
     assert check.record["diagnosis"]["id"] == "allocation_too_large"
+
+
+def test_a_property_block_does_not_repeat_its_header_in_its_body(tmp_path):
+    from grader.core.manifest import parse_manifest
+    from grader.render.report import failure_groups
+
+    (tmp_path / "s.py").write_text("def f(x):\n    return x * 2\n")
+    manifest = parse_manifest({"id": "a", "files": ["s.py"], "tasks": [
+        {"id": "t", "points": 1, "functions": ["f"], "sections": ["§10"]}]})
+    check = Check(GradingContext(runner=InProcessRunner(tmp_path, ("s.py",)), manifest=manifest, reference={},
+                                 mutants=[], seed=3), "test::p", "t")
+    x = torch.ones(3)
+    with pytest.raises(AssertionError) as info:
+        check.holds("f(2x) = 2 f(x) + 1", check.call("f", x * 2), check.call("f", x) * 2 + 1, section="§10")
+    outcome = TestOutcome(name="t::p", task="t", status="failed", kind="wrong", message=str(info.value),
+                          problem=check.record["problem"])
+    group = failure_groups([outcome])[0]
+    assert "f(2x) = 2 f(x) + 1" in group.title
+    assert "f(2x) = 2 f(x) + 1" not in group.detail() and "Measured:" in group.detail(), group.detail()
+    assert "§10" in group.detail()

@@ -202,11 +202,18 @@ class CauseGroup:
         return outcome.measured or (outcome.problem or {}).get("text") or outcome.message
 
     def detail(self) -> str:
-        """The first test's own account: what was measured for a diagnosed cause, else its message."""
+        """The first test's own account: what was measured for a diagnosed cause; for a property that does not
+        hold, what was measured and where to read (the block's title already names the property); else its
+        message."""
         if self.diagnosis:
             text = self.line(self.first)
             frames = (self.first.problem or {}).get("frames") or []
             return text + ("\n  " + "\n  ".join(frames) if frames else "")
+        problem = self.first.problem or {}
+        measured = (problem.get("difference") or {}).get("text") if problem.get("property") else None
+        if measured:
+            section = problem.get("section")
+            return f"Measured: {measured}." + (f"\nSee lecture {section}." if section else "")
         return self.first.message
 
     def heatmap_outcome(self) -> TestOutcome | None:
