@@ -534,3 +534,29 @@ def test_a_property_block_does_not_repeat_its_header_in_its_body(tmp_path):
     assert "f(2x) = 2 f(x) + 1" in group.title
     assert "f(2x) = 2 f(x) + 1" not in group.detail() and "Measured:" in group.detail(), group.detail()
     assert "§10" in group.detail()
+
+
+TWO_SIDED_WINDOW = """
+import torch
+
+def sliding_window_mask(n_q, n_k, window, device=None):
+    i = torch.arange(n_q).unsqueeze(1) + (n_k - n_q)
+    j = torch.arange(n_k).unsqueeze(0)
+    return (i - j).abs() < window  # sees the future too
+"""
+
+
+def test_a_constant_mask_a_mutant_computes_is_not_a_placeholder(course, tmp_path):
+    folder = tmp_path / "a3"
+    folder.mkdir()
+    (folder / "efficient.py").write_text(textwrap.dedent(TWO_SIDED_WINDOW))
+    assignment = assignment_of(course, "assignment3")
+    reference, mutants = load_reference(assignment)
+    context = GradingContext(runner=InProcessRunner(folder, ("efficient.py",)), manifest=assignment.manifest,
+                             reference=reference, mutants=mutants, seed=1)
+    check = Check(context, "test::window", "sliding_window")
+    with pytest.raises(AssertionError) as info:
+        check.close("sliding_window_mask", 4, 4, 6)  # a window longer than the sequence: all True
+    text = str(info.value)
+    assert "placeholder" not in text and "all True on these inputs" in text, text
+    assert check.record["diagnosis"]["id"] == "window_mask_two_sided"

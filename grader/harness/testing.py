@@ -282,7 +282,11 @@ class Check:
         suspicion = degenerate.unexplained(found, expected, args, kwargs)
         if suspicion is None:
             return
-        if suspicion.kind == degenerate.CONSTANT and not self._constant_elsewhere(name, suspicion, args, kwargs):
+        if suspicion.kind == degenerate.CONSTANT and (
+                not self._constant_elsewhere(name, suspicion, args, kwargs)
+                or (self.context.mutants and diagnose(self.context.mutants, name, args, kwargs, value,
+                                                      expected=expected) is not None)):
+            # depends on the inputs (measured), or a known misconception computes it: a wrong value
             self._constant_here(name, suspicion, value, expected, args, kwargs)
         manifest = self.context.manifest
         kernels = manifest.contract.kernels_of(name) if manifest and manifest.is_launcher(name) else ()
@@ -402,10 +406,11 @@ class Check:
 
     def _constant_here(self, name: str, suspicion: degenerate.Suspicion, value, expected, args: tuple,
                        kwargs: dict) -> None:
-        """Fail a result that is constant on these inputs but depends on the inputs (measured): a wrong value,
-        not a placeholder, explained by the catalogue or its precision first (an overflow guarded to 0, say)."""
+        """Fail a result that is constant on these inputs but depends on the inputs (measured), or that a mutant
+        of the catalogue computes: a wrong value, not a placeholder, explained by the catalogue or its precision
+        first (an overflow guarded to 0, say)."""
         what = "its result" if suspicion.item is None else f"item {suspicion.item} of its result"
-        measured = f"{what} is {suspicion.detail} on these inputs (on other inputs it computes other values)"
+        measured = f"{what} is {suspicion.detail} on these inputs"
         self.record["measured"] = measured
         self._problem("values:constant_here", "the same number everywhere on these inputs", measured,
                       constant=suspicion.detail, item=suspicion.item)
