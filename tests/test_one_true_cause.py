@@ -560,3 +560,27 @@ def test_a_constant_mask_a_mutant_computes_is_not_a_placeholder(course, tmp_path
     text = str(info.value)
     assert "placeholder" not in text and "all True on these inputs" in text, text
     assert check.record["diagnosis"]["id"] == "window_mask_two_sided"
+
+
+@pytest.mark.sandbox
+def test_one_bug_one_cause_in_a_real_grading(course, tmp_path):
+    """Graded as grade submit grades (the sandbox, the hidden suite): SDPA failing through the student's own
+    scale_scores says which function to fix first, in every failing SDPA test, and the forbidden-free
+    helpers are called in the sandbox like the task's function."""
+    from tests.conftest import grade_workspace
+
+    workspace = tmp_path / "student"
+    workspace.mkdir()
+    (workspace / "attention.py").write_text(textwrap.dedent(SDPA_THROUGH_SCALE) + textwrap.dedent('''
+        def causal_mask(n_q, n_k, device=None):
+            i = torch.arange(n_q, device=device).unsqueeze(1)
+            j = torch.arange(n_k, device=device).unsqueeze(0)
+            return j <= i + (n_k - n_q)
+        '''))
+    result = grade_workspace(course, "assignment1", workspace, student="s", only_task="scaled_dot_product_attention",
+                             allow_weak_sandbox=True, use_gpu=False)
+    failed = [o for o in result.outcomes if o.task == "scaled_dot_product_attention" and o.status == "failed"]
+    assert failed
+    through = [o for o in failed if (o.diagnosis or {}).get("id") == "through:scale_scores"]
+    assert len(through) >= len(failed) // 2, [(o.name, (o.diagnosis or {}).get("id"), o.message[:200]) for o in failed]
+    assert all("Fix scale_scores first" in o.message for o in through)
