@@ -584,3 +584,19 @@ def test_one_bug_one_cause_in_a_real_grading(course, tmp_path):
     through = [o for o in failed if (o.diagnosis or {}).get("id") == "through:scale_scores"]
     assert len(through) >= len(failed) // 2, [(o.name, (o.diagnosis or {}).get("id"), o.message[:200]) for o in failed]
     assert all("Fix scale_scores first" in o.message for o in through)
+
+
+def test_a_dtype_only_failure_a_mutant_makes_says_both(student):
+    source = """
+import torch
+
+def causal_mask(n_q, n_k, device=None):
+    i = torch.arange(n_q).unsqueeze(1)
+    j = torch.arange(n_k).unsqueeze(0)
+    return (j <= i + (n_k - n_q)).float()
+"""
+    check = student("assignment1", "attention.py", source, "causal_mask")
+    with pytest.raises(AssertionError) as info:
+        check.close("causal_mask", 3, 5)
+    text = str(info.value)
+    assert "Only the dtype is wrong" in text and check.record["diagnosis"]["id"] == "causal_mask_float", text

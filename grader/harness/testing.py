@@ -601,13 +601,18 @@ class Check:
         if difference is None:
             return
         only = _only_form(actual, expected, rtol, atol) if difference.key in FORM_KEYS else None
-        if only is not None:  # the values are right: say exactly what differs, and nothing else
+        if only is not None:  # the values are right: say exactly what differs (and a mistake that makes it)
             self.record["measured"] = difference.text
             self.record["problem"] = {**difference.to_dict(), "key": f"only:{difference.key}",
                                       "summary": f"right values, wrong {only}", "values_right": True}
-            raise AssertionError(f"{what}: {difference.text}. Only the {only} is wrong: the values themselves are "
-                                 f"right, so change nothing in the computation; return the {only} the contract "
-                                 f"asks for" + (f" ({section})." if section else "."))
+            found = None
+            if diagnose_with is not None and self.context.mutants:
+                name, args, kwargs = diagnose_with
+                found = diagnose(self.context.mutants, name, args, kwargs, actual, rtol, atol, expected=expected)
+            raise AssertionError(self._diagnosed(found, f"{what}: {difference.text}. Only the {only} is wrong: the "
+                                                        f"values themselves are right, so change nothing in the "
+                                                        f"computation; return the {only} the contract asks for"
+                                                        + (f" ({section})." if section else ".")))
         found = None
         if diagnose_with is not None:
             name, args, kwargs = diagnose_with
