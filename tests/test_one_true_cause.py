@@ -13,6 +13,9 @@
 
 from __future__ import annotations
 
+# One module because each test is one case of one list (feedback that never contradicts itself), sharing the
+# catalogue and the in-process `student` check built once; the sandbox and slow cases are marked as such.
+
 import textwrap
 
 import pytest
