@@ -11,10 +11,10 @@
 * a forbidden API reached through the student's own helper names that helper.
 """
 
-from __future__ import annotations
-
 # One module because each test is one case of one list (feedback that never contradicts itself), sharing the
 # catalogue and the in-process `student` check built once; the sandbox and slow cases are marked as such.
+
+from __future__ import annotations
 
 import textwrap
 
