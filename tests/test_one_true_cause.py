@@ -603,3 +603,28 @@ def causal_mask(n_q, n_k, device=None):
         check.close("causal_mask", 3, 5)
     text = str(info.value)
     assert "Only the dtype is wrong" in text and check.record["diagnosis"]["id"] == "causal_mask_float", text
+
+
+def test_a_kernel_still_the_handout_stub_is_not_written_not_a_placeholder(course, tmp_path):
+    from grader.harness.reference import stub_sources
+
+    assignment = assignment_of(course, "assignment3")
+    manifest = assignment.manifest
+    (tmp_path / "flash.py").write_text((assignment.folder / "flash.py").read_text())  # the stub, untouched
+    reference, _ = load_reference(assignment)
+    context = GradingContext(runner=InProcessRunner(tmp_path, manifest.files, manifest.contract,
+                                                    assignment.contract_module),
+                             manifest=manifest, reference=reference, mutants=[], seed=1,
+                             stub_sources=stub_sources(assignment))
+    check = Check(context, "test::gqa", "flash_gqa")
+    q, k, v = check.randn(1, 4, 20, 16), check.randn(1, 2, 20, 16), check.randn(1, 2, 20, 16)
+    with pytest.raises(StudentProblem) as info:
+        check.call("launch_forward", q, k, v)
+    assert "not written yet" in str(info.value) and "placeholder" not in str(info.value), str(info.value)
+    assert check.record["problem"]["nothing_stored"] is True
+    # the same stub graded without knowing the handout's stub: a placeholder, as before
+    plain = Check(GradingContext(runner=context.runner, manifest=manifest, reference=reference, mutants=[], seed=1),
+                  "test::gqa", "flash_gqa")
+    with pytest.raises(StudentProblem) as info:
+        plain.call("launch_forward", q, k, v)
+    assert "placeholder" in str(info.value) and "nothing_stored" not in plain.record["problem"]

@@ -117,3 +117,14 @@ def load_dependencies(assignment: Assignment) -> list[Composition]:
         return []
     with course_imports(assignment.course.root):
         return load_compositions(f"reference.{assignment.id}.dependencies")
+
+
+def stub_sources(assignment: Assignment) -> dict[str, str]:
+    """The handout's kernel file as students receive it (filename → text): a contract kernel still equal to
+    its stub is not written yet. Empty without a kernel contract or without the file. Only for a course
+    checkout's official grading: in a student's bundle that folder holds the student's own work."""
+    contract = assignment.manifest.contract
+    path = assignment.folder / contract.file if contract else None
+    if path is None or not path.is_file():
+        return {}
+    return {contract.file: path.read_text(encoding="utf-8")}

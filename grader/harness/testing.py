@@ -154,6 +154,7 @@ class GradingContext:
     timing_device: str | None = None  # where kernels are timed: "cuda", "cpu" (demonstrations), or nowhere
     kernel_runner: object | None = None  # the worker of the student's kernels alone (a kernel contract)
     compositions: list[Composition] = field(default_factory=list)  # a task's function from other tasks' ones
+    stub_sources: dict[str, str] = field(default_factory=dict)  # the handout's stub files (filename → text)
 
     def runner_for(self, name: str):
         """Who runs `name`: the kernel worker for a launcher of the kernel contract (grading by
@@ -291,16 +292,16 @@ class Check:
         manifest = self.context.manifest
         kernels = manifest.contract.kernels_of(name) if manifest and manifest.is_launcher(name) else ()
         text = degenerate.message(name, suspicion, self.section_for(name), kernels)
-        stored_nothing = bool(kernels) and degenerate.stored_nothing(value)
-        self.record["measured"] = ("stored nothing: every output element is still NaN" if stored_nothing
+        stored_nothing = bool(kernels) and (degenerate.stored_nothing(value) or self._kernels_untouched(kernels))
+        self.record["measured"] = ("stored nothing of its own: the kernel is not written yet" if stored_nothing
                                    else degenerate.measured(suspicion))
         self._problem(f"degenerate:{suspicion.kind}", degenerate.summary(suspicion), self.record["measured"],
                       **({"nothing_stored": True} if stored_nothing else {}))
         if stored_nothing:
-            raise StudentProblem("degenerate", f"your {' and '.join(kernels)} stored nothing: every element of the "
-                                               f"output is still the NaN the grader filled it with. If the kernel is "
-                                               f"not written yet, that is expected; otherwise check that its "
-                                               f"tl.store calls run ({self.section_for(name)}).")
+            raise StudentProblem("degenerate", f"your {' and '.join(kernels)} is not written yet: it stored nothing "
+                                               f"(every output element is still the NaN the grader filled it with) "
+                                               f"or it is still the handout's stub. Write it; if you did, check "
+                                               f"that its tl.store calls run ({self.section_for(name)}).")
         found = self._through_helper(name, args, kwargs, value, None, None)
         if found is None and self.context.mutants:
             found = diagnose(self.context.mutants, name, args, kwargs, value, expected=expected)
@@ -701,6 +702,22 @@ class Check:
             f"The call tried to allocate {wanted:,} bytes in one tensor{square}, more than the grader's worker "
             f"may use. Compute in blocks so that no tensor grows with the square of the length (for a sliding "
             f"window, each block of queries against only the keys its window reaches)", source="measured")
+
+    def _kernels_untouched(self, kernels: tuple[str, ...]) -> bool:
+        """Whether every one of `kernels` in the submitted kernel file is still the handout stub's own (the same
+        syntax tree, comments and layout aside): nothing of the student's was run."""
+        manifest = self.context.manifest
+        stub = self.context.stub_sources.get(manifest.contract.file) if manifest and manifest.contract else None
+        sources = getattr(self.context.runner, "sources", None)
+        submitted = (sources() if callable(sources) else {}).get(manifest.contract.file) if stub else None
+        if not stub or not submitted:
+            return False
+        try:
+            ours, theirs = scan_module(ast.parse(stub)), scan_module(ast.parse(submitted))
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            return False
+        return all(k in ours.jit and k in theirs.jit and ast.dump(ours.jit[k]) == ast.dump(theirs.jit[k])
+                   for k in kernels)
 
     def _contract_rule_hint(self, name: str) -> Diagnosis | None:
         """For a launcher of the kernel contract: a kernel it launches that the submitted source decorates with

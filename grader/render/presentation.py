@@ -35,7 +35,8 @@ def task_order(tasks: Iterable[TaskScore]) -> list[TaskScore]:
 def nothing_written(outcome: TestOutcome) -> bool:
     """Whether a failed test found nothing of the student's to run: the function or kernel is not written
     (NotImplementedError) or not there, or the kernels the grader launched stored nothing at all (every
-    element of the output is still the NaN the launcher filled it with: recorded as data by the test)."""
+    element of the output is still the NaN the launcher filled it with) or are still the handout's stubs
+    (recorded as data by the test: problem["nothing_stored"])."""
     if outcome.status != FAILED:
         return False
     return outcome.kind in NOTHING_WRITTEN or (
