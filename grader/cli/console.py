@@ -14,6 +14,7 @@ from grader.render.presentation import (
     NOT_ATTEMPTED,
     by_task_order,
     not_attempted_ids,
+    status_words,
     task_order,
     unjudged,
     unjudged_points,
@@ -47,7 +48,7 @@ def print_terminal(result: GradeResult, console=None, show_passed: bool = False)
             colour = {"graded": "green" if task.earned >= task.points else
                       ("yellow" if task.earned > 0 else "red"),
                       "pending": "cyan", "forbidden": "red", "no_tests": "magenta"}[task.status]
-            status = task.status if task.status != "graded" else (
+            status = status_words(task.status, result.mode) if task.status != "graded" else (
                 "ok" if task.earned >= task.points else "partial" if task.earned else "failed")
         label = task.title + (" (bonus)" if task.bonus else "")
         table.add_row(escape(label), f"{task.earned:g}/{task.points:g}",

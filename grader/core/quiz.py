@@ -134,17 +134,21 @@ def grade_quiz(questions: list[Question], key: dict, answers_text: str | None,
         given = answers.get(question.id)
         right = question.id in key and is_right(question, key[question.id], given)
         if right:
-            message, answer = "", RIGHT
+            message, answer, cause = "", RIGHT, None
         elif problem:
             message, answer = problem, UNREADABLE
+            cause = {"key": "quiz:unreadable", "summary": "answers could not be read", "text": problem}
         elif given is None or given == "":
-            message, answer = f"no answer given for {question.id!r}", BLANK
+            message, answer = f"no answer given: write one in {ANSWERS_FILE}", BLANK
+            cause = {"key": "quiz:blank", "summary": "no answer given", "text": message}
         else:
             message, answer = f"not the expected answer; reread lecture {question.section}".strip(), WRONG
+            cause = None
         outcomes.append(TestOutcome(
             name=f"quiz::{question.id}", task=task_id, status=PASSED if right else FAILED,
             kind="" if right else "wrong", message=message, fraction=1.0 if right else 0.0,
             visibility="visible", detail={"weight": question.weight / total * len(questions), "answer": answer},
+            problem=cause,
         ))
     return outcomes
 

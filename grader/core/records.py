@@ -92,6 +92,7 @@ class StaticFinding:
     group: str
     line: int
     code: str
+    where: str = ""  # the student's function whose code holds it, when not `function` itself (a helper)
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -176,7 +176,9 @@ def _task_score(task: Task, outcomes: list[TestOutcome], findings: list[StaticFi
                        {"run time" for o in judged if o.kind == "forbidden"})
     if forbidden:
         groups = [g for g in forbidden if g != "run time"]
-        why = (finding_reason(groups, task.functions + task.uses, task.section_text) if groups
+        through = tuple(sorted({f.where for f in findings if f.task == task.id and f.where and f.group in groups
+                                and f.where not in task.functions}))
+        why = (finding_reason(groups, task.functions + task.uses, task.section_text, through) if groups
                else "called a forbidden API while running; this task asks you to write that part yourself")
         return TaskScore(earned=0.0, status="forbidden", reason=why, **common)
     if not outcomes:

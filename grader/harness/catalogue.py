@@ -90,6 +90,44 @@ class Diagnosis:
 
 
 _REGISTRY: list[Mutant] = []
+_COMPOSITIONS: list[Composition] = []
+
+
+@dataclass(frozen=True)
+class Composition:
+    """A task's function computed by the course from other tasks' functions it may call (`uses`).
+
+    `fn(helpers, *args, **kwargs)` is trusted code that computes `function`'s result, calling
+    `helpers[name]` for each name in `uses`: given the reference's helpers it equals the reference.
+    With one helper swapped for the student's (called in the sandbox), it computes "the rest with the
+    reference from the student's helper output": when that reproduces the student's wrong result and
+    the student's helper is itself wrong on those inputs, the helper is the one cause to fix first.
+    The handout states each such dependency (tests/test_one_true_cause.py checks it)."""
+
+    function: str
+    uses: tuple[str, ...]
+    fn: Callable
+
+
+def composed(*, function: str, uses: tuple[str, ...]):
+    """Register how `function` is computed from the functions in `uses` (see Composition)."""
+
+    def register(fn: Callable) -> Callable:
+        _COMPOSITIONS.append(Composition(function, tuple(uses), fn))
+        return fn
+
+    return register
+
+
+def load_compositions(module_name: str) -> list[Composition]:
+    """Import `reference.<id>.dependencies` and return the compositions it registered ([] without one)."""
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name == module_name:
+            return []
+        raise
+    return [c for c in _COMPOSITIONS if c.fn.__globals__ is vars(module)]
 
 
 def mutant(*, function: str, id: str, title: str, section: str, explanation: str,

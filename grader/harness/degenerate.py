@@ -97,6 +97,13 @@ def suspicions(value, args: tuple, kwargs: dict) -> list[Suspicion]:
     return found
 
 
+def stored_nothing(value) -> bool:
+    """Whether every floating-point tensor of a launcher's result is NaN in every element: the launcher
+    fills its outputs with NaN, so its kernels stored nothing at all (not written yet)."""
+    items = [t for _, t in _items(value) if t.is_floating_point() and t.numel()]
+    return bool(items) and all(bool(torch.isnan(t.detach()).all()) for t in items)
+
+
 def _reference_is(kind: Suspicion, expected: torch.Tensor, inputs: dict[str, torch.Tensor]) -> bool:
     """Whether the reference's value is degenerate in the same way (within the dtype's tolerance)."""
     e = expected.detach().cpu()

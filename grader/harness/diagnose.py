@@ -55,15 +55,29 @@ def _bound(fn: Callable, values: dict) -> Callable:
     return bound
 
 
+def _same_form(a, b) -> bool:
+    """Whether two results have the same structure and every tensor the same dtype (a float mask is not the
+    boolean one, however equal their values)."""
+    if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor):
+        return a.dtype == b.dtype
+    if isinstance(a, (tuple, list)) and isinstance(b, (tuple, list)):
+        return len(a) == len(b) and all(_same_form(x, y) for x, y in zip(a, b, strict=True))
+    return type(a) is type(b)
+
+
 def diagnose(mutants: list[Mutant], function: str, args: tuple, kwargs: dict,
              actual=None, rtol: float | None = None, atol: float | None = None, *,
-             raised: dict | None = None) -> Diagnosis | None:
+             raised: dict | None = None, expected=None) -> Diagnosis | None:
     """The mutant of `function` that reproduces the student, tried at each of its variants.
 
     For a value (`actual`): the first mutant whose output on these inputs matches it. For an
     exception (`raised`, the worker's summary of what the student's call raised): the mutant
     that raises the same exception, if exactly one does; when several do (say every emulation
-    fails on inputs none of them supports), the exception tells nothing and none is named."""
+    fails on inputs none of them supports), the exception tells nothing and none is named.
+
+    `expected` (the reference's value on these inputs): a mutant variant whose output matches it
+    cannot be told from a correct answer on these inputs, so it is never the hint for them (a
+    scale mistake on a test whose scale is 1)."""
     found: list[Diagnosis] = []
     for candidate in mutants:
         if candidate.function != function:
@@ -77,6 +91,9 @@ def diagnose(mutants: list[Mutant], function: str, args: tuple, kwargs: dict,
                 if raised is not None and same_exception(raised, exc):
                     matched.append(variant)
                 continue
+            if expected is not None and _same_form(produced, expected) and \
+                    outputs_match(produced, expected, rtol, atol, equal_nan=True):
+                continue  # this variant is right on these inputs: it explains nothing here
             if raised is None and outputs_match(actual, produced, rtol, atol, equal_nan=True):
                 matched.append(variant)
         if not matched:

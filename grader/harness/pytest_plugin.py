@@ -18,7 +18,7 @@ import pytest
 from grader.core.assignment import Assignment
 from grader.core.course import Course, owner_of_tests
 from grader.core.manifest import Manifest
-from grader.harness.reference import load_reference
+from grader.harness.reference import load_dependencies, load_reference, stub_sources
 from grader.harness.testing import Check, GradingContext, Pending
 
 CONTEXT_KEY = pytest.StashKey[GradingContext]()
@@ -119,7 +119,8 @@ def _in_process_context(request: pytest.FixtureRequest) -> GradingContext:
     context = GradingContext(
         runner=InProcessRunner(workspace, manifest.files, manifest.contract, assignment.contract_module),
         manifest=manifest,
-        reference=reference, mutants=mutants, seed=_seed(request.config),
+        reference=reference, mutants=mutants, compositions=load_dependencies(assignment),
+        stub_sources=stub_sources(assignment) if hidden else {}, seed=_seed(request.config),
         device="cuda" if torch.cuda.is_available() else "cpu", hidden=hidden)
     setattr(request.config, cache_key, context)
     return context

@@ -9,7 +9,8 @@ grader's own tests do), while this course's stay cached, so a pool worker
 imports the reference once for all the students it grades.
 
 `load_reference` gives the reference functions (with a kernel contract, its
-launchers bound to the reference's kernels) and the misconception catalogue.
+launchers bound to the reference's kernels) and the misconception catalogue;
+`load_dependencies` how a task's function is computed from other tasks' functions.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from grader.core.assignment import Assignment
-from grader.harness.catalogue import Mutant, load_mutants
+from grader.harness.catalogue import Composition, Mutant, load_compositions, load_mutants
 from grader.harness.contract import load_launchers
 
 COURSE_PACKAGES = ("reference", "course_kernels")
@@ -107,3 +108,23 @@ def load_reference(assignment: Assignment) -> tuple[dict, list[Mutant]]:
             kernels = importlib.import_module(f"reference.{assignment.id}.{Path(contract.file).stem}")
             functions.update(load_launchers(contract, assignment.contract_module, kernels))
         return functions, load_mutants(f"reference.{assignment.id}.mutants")
+
+
+def load_dependencies(assignment: Assignment) -> list[Composition]:
+    """How the assignment's task functions are computed from other tasks' functions
+    (`reference/<id>/dependencies.py`; none without that file)."""
+    if not assignment.has_reference:
+        return []
+    with course_imports(assignment.course.root):
+        return load_compositions(f"reference.{assignment.id}.dependencies")
+
+
+def stub_sources(assignment: Assignment) -> dict[str, str]:
+    """The handout's kernel file as students receive it (filename → text): a contract kernel still equal to
+    its stub is not written yet. Empty without a kernel contract or without the file. Only for a course
+    checkout's official grading: in a student's bundle that folder holds the student's own work."""
+    contract = assignment.manifest.contract
+    path = assignment.folder / contract.file if contract else None
+    if path is None or not path.is_file():
+        return {}
+    return {contract.file: path.read_text(encoding="utf-8")}

@@ -15,7 +15,9 @@ what is wrong, where, and which lecture section explains it.
 
 from __future__ import annotations
 
+import ast
 import math
+import re
 import zlib
 from dataclasses import dataclass, field
 
@@ -24,7 +26,7 @@ import torch
 from grader.core.manifest import Manifest
 from grader.core.tolerances import tolerance_for
 from grader.harness import degenerate, precision
-from grader.harness.catalogue import Diagnosis, Mutant
+from grader.harness.catalogue import Composition, Diagnosis, Mutant
 from grader.harness.diagnose import diagnose, normalised_message
 from grader.harness.differences import Difference, measure_difference, outputs_match
 from grader.harness.triton_api import (
@@ -32,10 +34,12 @@ from grader.harness.triton_api import (
     BF16_IN_KERNEL,
     KERNEL_CRASH_HINT,
     TF32_HINT,
+    contract_decorator_hint,
     dots_without_ieee,
     explain_exception,
     tf32_sized,
 )
+from grader.intake.kernels import scan_module
 from grader.sandbox.client import CallResult
 from grader.sandbox.facts import CallFacts
 
@@ -93,6 +97,39 @@ def raised_advice(name: str, kind: str, args: tuple, kwargs: dict, section: str)
             f"lines above show where your code stopped.")
 
 
+FORM_KEYS = {"shape": "shape", "dtype": "dtype", "device": "device"}
+# What torch's CPU allocator says when the memory limit refuses an allocation.
+ALLOCATION = re.compile(r"you tried to allocate ([\d,]+) bytes")
+
+
+def _only_form(actual, expected, rtol: float | None, atol: float | None) -> str | None:
+    """Which of shape, dtype or device alone is wrong ("dtype", say) when `actual`, brought to the
+    expected's form (cast, moved, or reshaped where it holds the same number of values in the same
+    order), matches `expected` within the expected dtype's tolerance (or the test's); None when the
+    values are wrong too. Tuples: the first item whose form differs decides."""
+    if isinstance(expected, (tuple, list)) and isinstance(actual, (tuple, list)) and len(actual) == len(expected):
+        pairs = list(zip(actual, expected, strict=True))
+    else:
+        pairs = [(actual, expected)]
+    wrong: list[str] = []
+    for a, e in pairs:
+        if not (isinstance(a, torch.Tensor) and isinstance(e, torch.Tensor)):
+            return None
+        if a.numel() != e.numel():
+            return None
+        parts = [p for p, differs in (("shape", a.shape != e.shape), ("dtype", a.dtype != e.dtype),
+                                      ("device", a.device.type != e.device.type)) if differs]
+        formed = a.detach().cpu().to(e.dtype).reshape(e.shape)
+        if not outputs_match(formed, e.detach().cpu(), rtol, atol):
+            return None
+        wrong += [p for p in parts if p not in wrong]
+    return " and ".join(wrong) if wrong else None
+
+
+class _HelperFailed(Exception):
+    """A student's helper did not return a value while a composition ran (it raised, hung...)."""
+
+
 class StudentProblem(AssertionError):
     """The student's code did not produce a value: it raised, hung, crashed..."""
 
@@ -119,6 +156,8 @@ class GradingContext:
     hidden: bool = False
     timing_device: str | None = None  # where kernels are timed: "cuda", "cpu" (demonstrations), or nowhere
     kernel_runner: object | None = None  # the worker of the student's kernels alone (a kernel contract)
+    compositions: list[Composition] = field(default_factory=list)  # a task's function from other tasks' ones
+    stub_sources: dict[str, str] = field(default_factory=dict)  # the handout's stub files (filename → text)
 
     def runner_for(self, name: str):
         """Who runs `name`: the kernel worker for a launcher of the kernel contract (grading by
@@ -202,12 +241,15 @@ class Check:
         self._raise_for(name, result, args, kwargs)
         if result.facts.forbidden_calls:
             groups = ", ".join(result.facts.forbidden_calls)
-            self._problem(f"forbidden:{groups}", f"called a forbidden API ({groups})")
+            helper = self._forbidden_through(name, tuple(result.facts.forbidden_calls), args, kwargs)
+            self._problem(f"forbidden:{groups}", f"called a forbidden API ({groups})", through=helper)
+            through = (f" It comes through your {helper}, which {name} calls: remove the forbidden call from "
+                       f"{helper} (it costs {helper}'s task too)." if helper else "")
             raise StudentProblem(
                 "forbidden",
                 f"{name} called a forbidden API ({groups}). This task asks you to write that "
                 f"part yourself, so it earns 0 until the call is removed "
-                f"({self.section_for(name)}).")
+                f"({self.section_for(name)}).{through}")
         if result.facts.mutated_inputs:
             changed = ", ".join(result.facts.mutated_inputs)
             self._problem("in_place", "changed its inputs in place")
@@ -247,16 +289,149 @@ class Check:
         suspicion = degenerate.unexplained(found, expected, args, kwargs)
         if suspicion is None:
             return
+        if suspicion.kind == degenerate.CONSTANT and (
+                not self._constant_elsewhere(name, suspicion, args, kwargs)
+                or (self.context.mutants and diagnose(self.context.mutants, name, args, kwargs, value,
+                                                      expected=expected) is not None)):
+            # depends on the inputs (measured), or a known misconception computes it: a wrong value
+            self._constant_here(name, suspicion, value, expected, args, kwargs)
         manifest = self.context.manifest
         kernels = manifest.contract.kernels_of(name) if manifest and manifest.is_launcher(name) else ()
         text = degenerate.message(name, suspicion, self.section_for(name), kernels)
-        self.record["measured"] = degenerate.measured(suspicion)
-        self._problem(f"degenerate:{suspicion.kind}", degenerate.summary(suspicion), self.record["measured"])
-        found = diagnose(self.context.mutants, name, args, kwargs, value) if self.context.mutants else None
+        stored_nothing = bool(kernels) and (degenerate.stored_nothing(value) or self._kernels_untouched(kernels))
+        self.record["measured"] = ("stored nothing of its own: the kernel is not written yet" if stored_nothing
+                                   else degenerate.measured(suspicion))
+        self._problem(f"degenerate:{suspicion.kind}", degenerate.summary(suspicion), self.record["measured"],
+                      **({"nothing_stored": True} if stored_nothing else {}))
+        if stored_nothing:
+            raise StudentProblem("degenerate", f"your {' and '.join(kernels)} is not written yet: it stored nothing "
+                                               f"(every output element is still the NaN the grader filled it with) "
+                                               f"or it is still the handout's stub. Write it; if you did, check "
+                                               f"that its tl.store calls run ({self.section_for(name)}).")
+        found = self._through_helper(name, args, kwargs, value, None, None)
+        if found is None and self.context.mutants:
+            found = diagnose(self.context.mutants, name, args, kwargs, value, expected=expected)
         found = found or self._source_hint(name)
         if found is None and suspicion.kind == degenerate.NAN:  # NaN from a finite oracle may be an overflow;
             found = self._precision(value, expected, suspicion.item, (name, args, kwargs))  # zeros never are
         raise StudentProblem("degenerate", self._diagnosed(found, text))
+
+    def _helper_runs(self, name: str, composition: Composition, helper: str, args: tuple, kwargs: dict):
+        """`composition` of `name` computed with the student's `helper` (called in the sandbox) and the
+        reference's other helpers: (its result, [what the student's helper did wrong, per call], [forbidden
+        groups the student's helper called]); None when the student's helper did not return a value."""
+        wrong: list[str] = []
+        forbidden: list[str] = []
+
+        def student_helper(*a, **k):
+            result: CallResult = self.context.runner_for(helper).call(
+                helper, a, k, forbidden=self._forbidden_for(helper) or self._forbidden_for(name),
+                track_tensors=False, device=self.device)
+            if result.status != "ok":
+                raise _HelperFailed(helper)
+            forbidden.extend(g for g in result.facts.forbidden_calls if g not in forbidden)
+            difference = self._difference(result.value, self.context.reference[helper](*a, **k), None, None, None)
+            if difference is not None:
+                wrong.append(difference.text)
+            return result.value
+
+        helpers = {h: (student_helper if h == helper else self.context.reference[h]) for h in composition.uses}
+        try:
+            with torch.no_grad():
+                produced = composition.fn(helpers, *args, **kwargs)
+        except _HelperFailed:
+            return None
+        except Exception:  # the student's helper output does not fit the rest: not this helper's doing alone
+            produced = None
+        return produced, wrong, forbidden
+
+    def _through_helper(self, name: str, args: tuple, kwargs: dict, actual, rtol, atol) -> Diagnosis | None:
+        """One bug, one cause: the student's helper (a function of another task that `name` may call, as the
+        handout says) that is wrong on the inputs `name` gives it and, with the rest computed by the course
+        from its output, reproduces the student's wrong result. Measured on the trusted side."""
+        manifest = self.context.manifest
+        for composition in self.context.compositions:
+            if composition.function != name or not all(h in self.context.reference for h in composition.uses):
+                continue
+            for helper in composition.uses:
+                ran = self._helper_runs(name, composition, helper, args, kwargs)
+                if ran is None:
+                    continue
+                produced, wrong, _ = ran
+                if not wrong or produced is None or not outputs_match(actual, produced, rtol, atol, equal_nan=True):
+                    continue
+                task = manifest.task_for_function(helper) if manifest else None
+                task_words = f" (task {task.id})" if task and task.id != helper else ""
+                section = task.section_text if task else self.section_for(name)
+                return Diagnosis(
+                    f"through:{helper}", f"your {helper}{task_words} is wrong, and {name} uses it", section,
+                    f"Fix {helper} first: on the inputs {name} gives it, {wrong[0]}. The course's own code, given "
+                    f"your {helper}'s output, reproduces your {name} result exactly, so {name} may be right once "
+                    f"{helper} is; its points depend on {helper}, as the handout says",
+                    source="dependency")
+        return None
+
+    def _forbidden_through(self, name: str, groups: tuple[str, ...], args: tuple, kwargs: dict) -> str:
+        """The student's helper (a function of another task that `name` may call) through which `name`
+        reached a forbidden API (`groups`): the one that reaches the same groups when called on the inputs
+        `name` gives it; '' when no such helper does."""
+        for composition in self.context.compositions:
+            if composition.function != name or not all(h in self.context.reference for h in composition.uses):
+                continue
+            for helper in composition.uses:
+                ran = self._helper_runs(name, composition, helper, args, kwargs)
+                if ran is not None and ran[2] and set(groups) <= set(ran[2]):
+                    return helper
+        return ""
+
+    def _constant_elsewhere(self, name: str, suspicion: degenerate.Suspicion, args: tuple, kwargs: dict) -> bool:
+        """Whether `name` returns the same constant on other inputs too: every floating-point tensor argument
+        drawn afresh (same shape, dtype and device; masks, positions and flags kept). Only a result measured
+        not to depend on the inputs is called a placeholder; a call that fails on the fresh draw proves
+        nothing, so it counts as depending on them."""
+        gen = torch.Generator().manual_seed((self.seed * 7919 + zlib.crc32(name.encode())) & 0x7FFFFFFF)
+
+        def fresh(value):
+            if isinstance(value, torch.Tensor) and value.is_floating_point() and value.numel():
+                drawn = torch.randn(value.shape, generator=gen, dtype=torch.float64)
+                return drawn.to(dtype=value.dtype, device=value.device)
+            return value
+
+        redrawn_args = tuple(fresh(a) for a in args)
+        redrawn_kwargs = {k: fresh(v) for k, v in kwargs.items()}
+        if all(a is b for a, b in zip(redrawn_args, args, strict=True)) and \
+                all(redrawn_kwargs[k] is v for k, v in kwargs.items()):
+            return True  # nothing to vary: the value can only depend on what stayed the same
+        result: CallResult = self.context.runner_for(name).call(
+            name, redrawn_args, redrawn_kwargs, forbidden=self._forbidden_for(name), track_tensors=False,
+            device=self.device)
+        if result.status != "ok":
+            return False
+        again = [s for s in degenerate.suspicions(result.value, redrawn_args, redrawn_kwargs)
+                 if s.kind == degenerate.CONSTANT and s.item == suspicion.item and s.detail == suspicion.detail]
+        return bool(again)
+
+    def _constant_here(self, name: str, suspicion: degenerate.Suspicion, value, expected, args: tuple,
+                       kwargs: dict) -> None:
+        """Fail a result that is constant on these inputs but depends on the inputs (measured), or that a mutant
+        of the catalogue computes: a wrong value, not a placeholder, explained by the catalogue or its precision
+        first (an overflow guarded to 0, say)."""
+        what = "its result" if suspicion.item is None else f"item {suspicion.item} of its result"
+        measured = f"{what} is {suspicion.detail} on these inputs"
+        self.record["measured"] = measured
+        self._problem("values:constant_here", "the same number everywhere on these inputs", measured,
+                      constant=suspicion.detail, item=suspicion.item)
+        found = self._through_helper(name, args, kwargs, value, None, None)
+        if found is None and self.context.mutants:
+            found = diagnose(self.context.mutants, name, args, kwargs, value, expected=expected)
+        found = found or self._source_hint(name)
+        if found is None:
+            found = self._precision(value, expected, suspicion.item, (name, args, kwargs))
+        section = self.section_for(name)
+        message = f"{name}: {measured}, where the right answer is not constant."
+        if found is None and section:
+            message += f"\nSee lecture {section}."
+        raise StudentProblem("wrong", self._diagnosed(found, message))
 
     def raises(self, name: str, *args, exception: str, because: str, **kwargs) -> None:
         """The student's `name(*args, **kwargs)` must raise `exception` (a built-in exception's name,
@@ -294,6 +469,12 @@ class Check:
         if error.get("frames"):
             where = "\n  " + "\n  ".join(error["frames"][-3:])
         manifest = self.context.manifest
+        rule = self._contract_rule_hint(name) if result.status == "raised" else None
+        if rule is not None:  # a decorated contract kernel: the rule, whatever the launch raised
+            kind, text = str(error.get("type")), str(error.get("message"))
+            self.record["measured"] = f"raised {kind}: {text}"
+            self._problem(f"contract:{rule.mutant_id}", rule.title, self.record["measured"] + where)
+            raise StudentProblem("raised", self._diagnosed(rule, f"{name} raised {kind}: {text}{where}"))
         if result.status == "raised" and error.get("not_implemented") and manifest and manifest.is_launcher(name):
             self._problem("not_implemented", "kernel not written yet")
             raise StudentProblem("not_implemented",
@@ -314,7 +495,7 @@ class Check:
             self._problem(f"raised:{kind}:{normalised_message(text, digits=False)}"[:400],
                           f"raised {kind}: {text.splitlines()[0] if text else ''}"[:240], measured + where,
                           frames=list(error.get("frames") or [])[-3:])
-            found = explain_exception(error)
+            found = explain_exception(error) or self._allocation_hint(name, text, args, kwargs or {})
             if found is None and self.context.mutants:
                 found = diagnose(self.context.mutants, name, args, kwargs or {}, raised=error)
             message = f"{name} {measured}{where}"
@@ -384,8 +565,9 @@ class Check:
         found = None
         if diagnose_with is not None and self.context.mutants:
             name, args, kwargs = diagnose_with  # asked only when that call is wrong by itself:
-            if self._difference(actual, self.context.reference[name](*args, **kwargs), rtol, atol, None):
-                found = diagnose(self.context.mutants, name, args, kwargs, actual, rtol, atol)
+            right = self.context.reference[name](*args, **kwargs)
+            if self._difference(actual, right, rtol, atol, None):
+                found = diagnose(self.context.mutants, name, args, kwargs, actual, rtol, atol, expected=right)
         self.record["measured"] = difference.text
         self._problem(f"property:{prop}"[:300], f"a property of attention does not hold: {prop}",
                       f"{prop}: not so ({difference.text})", property=prop, section=section,
@@ -425,11 +607,25 @@ class Check:
             self._attach_heatmap(actual, expected, heatmap)
         if difference is None:
             return
+        only = _only_form(actual, expected, rtol, atol) if difference.key in FORM_KEYS else None
+        if only is not None:  # the values are right: say exactly what differs (and a mistake that makes it)
+            self.record["measured"] = difference.text
+            self.record["problem"] = {**difference.to_dict(), "key": f"only:{difference.key}",
+                                      "summary": f"right values, wrong {only}", "values_right": True}
+            found = None
+            if diagnose_with is not None and self.context.mutants:
+                name, args, kwargs = diagnose_with
+                found = diagnose(self.context.mutants, name, args, kwargs, actual, rtol, atol, expected=expected)
+            raise AssertionError(self._diagnosed(found, f"{what}: {difference.text}. Only the {only} is wrong: the "
+                                                        f"values themselves are right, so change nothing in the "
+                                                        f"computation; return the {only} the contract asks for"
+                                                        + (f" ({section})." if section else ".")))
         found = None
         if diagnose_with is not None:
             name, args, kwargs = diagnose_with
-            if self.context.mutants:
-                found = diagnose(self.context.mutants, name, args, kwargs, actual, rtol, atol)
+            found = self._through_helper(name, args, kwargs, actual, rtol, atol)
+            if found is None and self.context.mutants:
+                found = diagnose(self.context.mutants, name, args, kwargs, actual, rtol, atol, expected=expected)
             if found is None:
                 found = self._source_hint(name, actual, expected)
         self.record["measured"] = difference.text
@@ -493,6 +689,63 @@ class Check:
             return BF16_HINT if BF16_IN_KERNEL.search(text) else None
         if dots_without_ieee(text) and tf32_sized(actual, expected):
             return TF32_HINT
+        return None
+
+    def _allocation_hint(self, name: str, message: str, args: tuple, kwargs: dict) -> Diagnosis | None:
+        """An allocation the worker's memory limit refused (torch's allocator message), in words: how much,
+        and when it is a whole L × L matrix (or a few of them) for the inputs' length L, that it is."""
+        match = ALLOCATION.search(message)
+        if match is None:
+            return None
+        wanted = int(match.group(1).replace(",", ""))
+        tensors = [t for t in [*args, *kwargs.values()] if isinstance(t, torch.Tensor) and t.dim() >= 2]
+        square = ""
+        for t in tensors:
+            length, size = t.shape[-2], t.element_size()
+            if length > 1 and wanted % (length * length * size) == 0 and wanted // (length * length * size) <= 4096:
+                count = wanted // (length * length * size)
+                square = (f", {'an' if count == 1 else f'{count:,}'} L × L matri{'x' if count == 1 else 'ces'} of "
+                          f"{str(t.dtype).removeprefix('torch.')} for L = {length}")
+                break
+        section = self.section_for(name)
+        return Diagnosis(
+            "allocation_too_large", f"{name} asked for {wanted / 2**30:.2f} GiB at once", section,
+            f"The call tried to allocate {wanted:,} bytes in one tensor{square}, more than the grader's worker "
+            f"may use. Compute in blocks so that no tensor grows with the square of the length (for a sliding "
+            f"window, each block of queries against only the keys its window reaches)", source="measured")
+
+    def _kernels_untouched(self, kernels: tuple[str, ...]) -> bool:
+        """Whether every one of `kernels` in the submitted kernel file is still the handout stub's own (the same
+        syntax tree, comments and layout aside): nothing of the student's was run."""
+        manifest = self.context.manifest
+        stub = self.context.stub_sources.get(manifest.contract.file) if manifest and manifest.contract else None
+        sources = getattr(self.context.runner, "sources", None)
+        submitted = (sources() if callable(sources) else {}).get(manifest.contract.file) if stub else None
+        if not stub or not submitted:
+            return False
+        try:
+            ours, theirs = scan_module(ast.parse(stub)), scan_module(ast.parse(submitted))
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            return False
+        return all(k in ours.jit and k in theirs.jit and ast.dump(ours.jit[k]) == ast.dump(theirs.jit[k])
+                   for k in kernels)
+
+    def _contract_rule_hint(self, name: str) -> Diagnosis | None:
+        """For a launcher of the kernel contract: a kernel it launches that the submitted source decorates with
+        more than @triton.jit (the static check refuses it too; this names the rule in the test's own message)."""
+        manifest = self.context.manifest
+        if manifest is None or manifest.contract is None or not manifest.is_launcher(name):
+            return None
+        sources = getattr(self.context.runner, "sources", None)  # the submitted files, as handed in
+        kernels = manifest.contract.kernels_of(name)
+        for text in (sources() if callable(sources) else {}).values():
+            try:
+                scope = scan_module(ast.parse(text))
+            except (SyntaxError, ValueError, RecursionError, MemoryError):
+                continue
+            for kernel in kernels:
+                if scope.decorated.get(kernel):
+                    return contract_decorator_hint(kernel, scope.decorated[kernel])
         return None
 
     def _difference(self, actual, expected, rtol, atol, region) -> Difference | None:

@@ -142,6 +142,22 @@ def tf32_sized(actual, expected) -> bool:
     return TF32_RELATIVE[0] <= worst <= TF32_RELATIVE[1]
 
 
+CONTRACT_HANDOUT = "the handout's section “Rules” (README.md): each kernel the grader launches is @triton.jit alone"
+
+
+def contract_decorator_hint(kernel: str, decorators: list[str]) -> Diagnosis:
+    """Why a contract kernel that carries another decorator (@triton.autotune, @triton.heuristics) fails,
+    whatever exception the launch raised: the rule itself, named in the test's own message."""
+    shown = ", ".join("@" + d.split("(", 1)[0] for d in decorators)
+    return Diagnosis(
+        "contract_kernel_not_jit_alone", f"{kernel} is decorated with {shown}: a contract kernel is @triton.jit alone",
+        "§24", "The grader launches your kernels itself, with the contract's arguments and tile sizes (contract.py), "
+        "so each kernel the contract names must be decorated with @triton.jit and nothing else: @triton.autotune "
+        "and @triton.heuristics choose the launch's arguments themselves, and the launch fails or runs other tile "
+        "sizes than the contract's. Remove the decorator and keep BLOCK_M and BLOCK_N as the constexpr arguments "
+        "the contract passes.", source="api", handout=CONTRACT_HANDOUT)
+
+
 # A kernel run by the interpreter that ends the worker has almost always touched memory outside a
 # tensor: the interpreter loads and stores through raw addresses, so an unmasked tile that runs past
 # the last row or key reads or writes wherever that address lands.

@@ -153,7 +153,8 @@ def _check(manifest: Manifest, sources: dict[str, str],
                         continue
                     seen.add((h.group, h.filename, h.line))
                     code = h.code if h.filename == entry_file else f"{h.filename}: {h.code}"
-                    findings.append(StaticFinding(task.id, function, h.group, h.line, code))
+                    holder = unit.key[1] if unit.key[1] not in (function, "<module>") else ""
+                    findings.append(StaticFinding(task.id, function, h.group, h.line, code, holder))
             if "triton_launch" in task.requires:
                 findings += _launched_kernel_findings(program, reached, task.id, function, seen)
                 if not program.launches_kernel(program.closure([k for group in bindings for k in group])):

@@ -28,7 +28,7 @@ from grader.core.quiz import ANSWERS_FILE, answered_outcome, check_key, grade_qu
 from grader.core.records import FileProblem, GradeResult, StaticFinding, TestOutcome
 from grader.core.scoring import score
 from grader.harness.device_lock import job_device_lock
-from grader.harness.reference import course_imports, load_reference
+from grader.harness.reference import course_imports, load_dependencies, load_reference, stub_sources
 from grader.harness.runners import SandboxRunner
 from grader.harness.suite import run_suite
 from grader.harness.testing import GradingContext
@@ -252,6 +252,8 @@ def grade(assignment: Assignment, submission: Submission, request: GradeRequest 
             reference, mutants = load_reference(assignment) if official else ({}, [])
             context = GradingContext(runner=SandboxRunner(sandbox), manifest=manifest,
                                      reference=reference, mutants=mutants, seed=seed,
+                                     compositions=load_dependencies(assignment) if official else [],
+                                     stub_sources=stub_sources(assignment) if official else {},
                                      device="cuda" if use_gpu else "cpu", hidden=official,
                                      timing_device=timed_on,
                                      kernel_runner=(SandboxRunner(kernels, kernel_worker=True)

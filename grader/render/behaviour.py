@@ -57,8 +57,28 @@ def plot_png(probes: list[dict]) -> str:
     return png_data_uri(fig)
 
 
-def behaviour_view(outcome: TestOutcome) -> dict | None:
-    """The report's block for one test's counted behaviour (None when the test recorded none)."""
+def verdict_line(outcome: TestOutcome, probes: list[dict], findings: list[dict], task_failed: bool = False) -> dict:
+    """The panel's closing line, read in the light of the verdict: "nothing to change" only when no finding
+    was read from the counts AND every counted launch wrote the right output, the test passed and no other
+    test of its task failed (`task_failed`); a wrong output is never called fine because its counts look
+    efficient. {"status": "passed" | "failed" | "muted", "text": ...}."""
+    wrong = sum(1 for p in probes if not p.get("output_right", True))
+    if outcome.status == "passed" and not wrong and not findings and task_failed:
+        return {"status": "muted", "text": "The counts show no wasted work here, but other tests of this task "
+                                           "failed: fix the cause shown above first."}
+    if outcome.status == "passed" and not wrong and not findings:
+        return {"status": "passed", "text": "Nothing to change: no wasted tiles, no whole rows of scores, a rescale "
+                                            "wherever the maximum can grow."}
+    if wrong or outcome.status != "passed":
+        launches = f"{wrong} of {len(probes)} counted launches" if wrong else "this test"
+        return {"status": "failed", "text": f"The output is wrong ({launches}): fix the cause shown above first. The "
+                                            f"counts below say how the kernel works, not that its result is right."}
+    return {"status": "muted", "text": ""}
+
+
+def behaviour_view(outcome: TestOutcome, task_failed: bool = False) -> dict | None:
+    """The report's block for one test's counted behaviour (None when the test recorded none);
+    `task_failed`: another test of the same task failed (the closing line says so)."""
     recorded = outcome.detail.get("behaviour") if outcome.detail else None
     if not recorded:
         return None
@@ -69,6 +89,8 @@ def behaviour_view(outcome: TestOutcome) -> dict | None:
              "stored": p["bytes_stored"], "outside": p["outside_loads"] + p["outside_stores"]}
             for p in sorted(probes, key=lambda p: (p["n"], p["causal"]))]
     measured = bool(recorded.get("measured")) and bool(probes)
+    findings = list(recorded.get("findings") or [])
     return {"name": outcome.name, "measured": measured, "reason": recorded.get("reason", ""),
-            "findings": list(recorded.get("findings") or []), "rows": rows,
+            "findings": findings, "rows": rows,
+            "verdict": verdict_line(outcome, probes, findings, task_failed) if measured else {},
             "plot": plot_png(probes) if measured else None, "plot_text": plot_text(probes) if measured else ""}

@@ -32,13 +32,36 @@ def task_order(tasks: Iterable[TaskScore]) -> list[TaskScore]:
     return [t for t in tasks if not t.bonus] + [t for t in tasks if t.bonus]
 
 
+def nothing_written(outcome: TestOutcome) -> bool:
+    """Whether a failed test found nothing of the student's to run: the function or kernel is not written
+    (NotImplementedError) or not there, or the kernels the grader launched stored nothing at all (every
+    element of the output is still the NaN the launcher filled it with) or are still the handout's stubs
+    (recorded as data by the test: problem["nothing_stored"])."""
+    if outcome.status != FAILED:
+        return False
+    return outcome.kind in NOTHING_WRITTEN or (
+        outcome.kind == Kind.DEGENERATE and bool((outcome.problem or {}).get("nothing_stored")))
+
+
 def not_attempted(task: TaskScore, outcomes: Sequence[TestOutcome]) -> bool:
     """Whether `task` is a bonus task the student did not attempt: graded, nothing earned, and every
     test of it that was judged failed because there was nothing written to run."""
     if not task.bonus or task.status != "graded" or task.earned > 0:
         return False
     judged = [o for o in outcomes if o.task == task.task_id and o.status in (PASSED, FAILED)]
-    return bool(judged) and all(o.status == FAILED and o.kind in NOTHING_WRITTEN for o in judged)
+    return bool(judged) and all(nothing_written(o) for o in judged)
+
+
+STATUS_WORDS = {"graded": "graded", "pending": "pending", "forbidden": "forbidden API",
+                "no_tests": "no tests here"}
+
+
+def status_words(status: str, mode: str) -> str:
+    """A task's status (TaskScore.status) in words: under grade check a task without a public test is
+    "no public test" (the hidden tests of grade submit judge it)."""
+    if status == "no_tests" and mode == "check":
+        return "no public test"
+    return STATUS_WORDS.get(status, status.replace("_", " "))
 
 
 def not_attempted_ids(result: GradeResult) -> set[str]:

@@ -25,7 +25,14 @@ from grader.core.text import printable_data
 from grader.render.behaviour import behaviour_view
 from grader.render.figures import percent, png_data_uri, pyplot
 from grader.render.kind_words import kind_label
-from grader.render.presentation import NOT_ATTEMPTED, not_attempted_ids, task_order, unjudged, unjudged_points
+from grader.render.presentation import (
+    NOT_ATTEMPTED,
+    not_attempted_ids,
+    status_words,
+    task_order,
+    unjudged,
+    unjudged_points,
+)
 
 # Colour maps that stay readable with every common colour-vision deficiency: viridis (sequential,
 # perceptually uniform, monotone in lightness) for the two matrices, and ColorBrewer's PuOr
@@ -195,11 +202,18 @@ class CauseGroup:
         return outcome.measured or (outcome.problem or {}).get("text") or outcome.message
 
     def detail(self) -> str:
-        """The first test's own account: what was measured for a diagnosed cause, else its message."""
+        """The first test's own account: what was measured for a diagnosed cause; for a property that does not
+        hold, what was measured and where to read (the block's title already names the property); else its
+        message."""
         if self.diagnosis:
             text = self.line(self.first)
             frames = (self.first.problem or {}).get("frames") or []
             return text + ("\n  " + "\n  ".join(frames) if frames else "")
+        problem = self.first.problem or {}
+        measured = (problem.get("difference") or {}).get("text") if problem.get("property") else None
+        if measured:
+            section = problem.get("section")
+            return f"Measured: {measured}." + (f"\nSee lecture {section}." if section else "")
         return self.first.message
 
     def heatmap_outcome(self) -> TestOutcome | None:
@@ -317,7 +331,7 @@ def view_model(result: GradeResult) -> dict:
         elif task.status == "no_tests" and task.task_id in waiting:
             badge, badge_text = "pending", "no public test"
         elif task.status != "graded":
-            badge, badge_text = task.status, task.status
+            badge, badge_text = task.status, status_words(task.status, result.mode)
         else:
             badge = "passed" if share >= 100 else "failed"
             badge_text = f"{task.passed}/{task.passed + task.failed} tests"
@@ -342,7 +356,7 @@ def view_model(result: GradeResult) -> dict:
             "causes": [] if left_out else [_group_view(g) for g in groups if g.task == task.task_id and
                                            not any(o.detail.get("timing") for o in g.outcomes)],
             "tests": tests,
-            "behaviour": [view for view in (behaviour_view(o) for o in outcomes) if view is not None],
+            "behaviour": [view for view in (behaviour_view(o, task.failed > 0) for o in outcomes) if view is not None],
         })
     pending = unjudged(result)
     left_out_tests = sum(o.status == FAILED for o in result.outcomes if o.task in skipped)
@@ -365,6 +379,29 @@ def view_model(result: GradeResult) -> dict:
                    PENDING: sum(o.status == PENDING for o in result.outcomes),
                    "not_attempted": left_out_tests},
     })
+
+
+def _shown(cause: dict) -> str:
+    """Everything a cause block shows in words (its title, the first test's account, each test's line)."""
+    return " ".join([cause["title"], cause["detail"], *(t["line"] for t in cause["tests"])])
+
+
+def contradictions(view: dict) -> list[str]:
+    """Lines of a report (`view_model`'s data, as shown) that contradict another line of the same task, in
+    words (none for a consistent report): a green "nothing to change" from the kernel's counts in a task with
+    a failure, or "placeholder" (a result that does not depend on the inputs) beside a most-likely cause."""
+    found = []
+    for task in view["tasks"]:
+        causes = task["causes"]
+        if causes and any((b.get("verdict") or {}).get("status") == "passed" for b in task["behaviour"]):
+            found.append(f"{task['id']}: the kernel panel says nothing to change beside a failure "
+                         f"({causes[0]['title']})")
+        if any("placeholder" in _shown(c).lower() for c in causes):
+            for cause in causes:
+                if cause.get("diagnosis"):
+                    found.append(f"{task['id']}: a placeholder beside the most likely cause "
+                                 f"{cause['diagnosis'].get('title', '')!r}")
+    return found
 
 
 def render_html(result: GradeResult, templates_dir: Path) -> str:

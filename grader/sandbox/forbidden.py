@@ -261,15 +261,22 @@ EVASION_RULES: tuple[EvasionRule, ...] = (
 CLASS_CHAIN_HARMLESS: frozenset[str] = frozenset({"__name__", "__qualname__"})
 
 
-def finding_reason(groups: list[str], functions: tuple[str, ...] = (), section: str = "") -> str:
+def finding_reason(groups: list[str], functions: tuple[str, ...] = (), section: str = "",
+                   through: tuple[str, ...] = ()) -> str:
     """Why a task earns 0, for the report ("This task earns 0: <reason>.").
 
     `groups` are the groups of the task's static findings; `functions` the task's
-    functions (named in the Triton launch message) and `section` its lecture sections."""
+    functions (named in the Triton launch message) and `section` its lecture sections;
+    `through` the student's own functions, other than the task's, whose code holds a
+    forbidden call the task's functions reach (named, so the student knows where to fix it)."""
     parts = []
     api = [GROUP_NAMES.get(g, g) for g in groups if g not in (EVASION, COURSE_CODE, NO_TRITON_LAUNCH, KERNEL_CODE)]
     if api:
-        parts.append("uses " + ", ".join(api) + "; this task asks you to write that part yourself")
+        where = ""
+        if through:
+            named = " and ".join(f"your {name}" for name in through)
+            where = f" (it comes through {named}, which this task's function calls: remove the call there)"
+        parts.append("uses " + ", ".join(api) + where + "; this task asks you to write that part yourself")
     if EVASION in groups:
         parts.append("reaches " + GROUP_NAMES[EVASION] + ": call torch's public functions by their "
                      "names and keep to the modules the handout lists under \"Modules you may use\" "

@@ -293,6 +293,46 @@ def flash_acc_not_rescaled(q, k, v, causal=False, sm_scale=None):
     return (acc / l.unsqueeze(-1)).to(q.dtype)
 
 
+# ------------------------------------------------------------ flash_backward
+
+LN_2 = 0.6931471805599453  # ln 2: a base-2 score times ln 2 is the natural one
+
+
+@mutant(function="launch_backward", id="flash_bwd_lse_natural_log",
+        title="LSE read as a natural logarithm", section="§24",
+        patch=[("            pt = tl.exp2(st - lse[None, :])  # the forward's weights, transposed\n",
+                "            pt = tl.exp(st * 0.6931471805599453 - lse[None, :])  # natural log assumed\n"),
+               ("        p = tl.exp2(s - lse[:, None])\n",
+                "        p = tl.exp(s * 0.6931471805599453 - lse[:, None])\n")],
+        explanation="The forward kernel stores LSE in base 2, m + log2(l) in the units of its exp2 scores "
+                    "(the contract's LSE: logsumexp · log2 e), not the natural log FlashAttention's papers use. "
+                    "Recompute the weights as p = exp2(s · sm_scale · log2 e − LSE); exp(s · sm_scale − LSE) "
+                    "scales each row's weights by the wrong factor, so every gradient is off.")
+def flash_bwd_lse_natural_log(q, k, v, grad_out, causal=False, sm_scale=None, config=None):
+    n_q, n_kv, d = q.shape[2], k.shape[2], q.shape[-1]
+    n_rep = q.shape[1] // k.shape[1]
+    scale = 1.0 / math.sqrt(d) if sm_scale is None else float(sm_scale)
+    keys = k.float().repeat_interleave(n_rep, dim=1)  # [B, H, N_KV, D]
+    values = v.float().repeat_interleave(n_rep, dim=1)  # [B, H, N_KV, D]
+    s = (q.float() @ keys.transpose(-2, -1)) * scale  # natural scores [B, H, N_Q, N_KV]
+    if causal:
+        visible = torch.ones(n_q, n_kv, dtype=torch.bool, device=q.device).tril(n_kv - n_q)
+        s = s.masked_fill(~visible, float("-inf"))
+    natural = torch.logsumexp(s, dim=-1)  # [B, H, N_Q]
+    empty = torch.isneginf(natural)
+    right = torch.exp(s - torch.where(empty, 0.0, natural)[..., None])  # the forward's weights
+    do = grad_out.float()
+    delta = ((right @ values) * do).sum(dim=-1)  # [B, H, N_Q], from the right output, as the contract gives it
+    lse = torch.where(empty, float("inf"), natural / LN_2)  # base 2, read below as if it were natural
+    p = torch.exp(s - lse[..., None])  # [B, H, N_Q, N_KV]
+    ds = p * (do @ values.transpose(-2, -1) - delta[..., None])  # [B, H, N_Q, N_KV]
+    dq = (ds @ keys) * scale  # [B, H, N_Q, D]
+    b, h_kv = k.shape[0], k.shape[1]
+    dk = ((ds.transpose(-2, -1) @ q.float()) * scale).reshape(b, h_kv, n_rep, n_kv, d).sum(2)  # [B, H_KV, N_KV, D]
+    dv = (p.transpose(-2, -1) @ do).reshape(b, h_kv, n_rep, n_kv, d).sum(2)  # [B, H_KV, N_KV, D]
+    return dq.to(q.dtype), dk.to(k.dtype), dv.to(v.dtype)
+
+
 # ------------------------------------------------------------ flash_launcher
 
 

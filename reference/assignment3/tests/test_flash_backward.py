@@ -41,7 +41,7 @@ def judge(check, b, h, h_kv, n, d, dtype, causal, tolerance):
     expected = tuple(g.to(dtype) for g in expected_grads(q, k, v, grad_out, causal))
     scale = max(float(g.abs().max()) for g in expected)
     check.compare(grads, expected, what="the gradients (dq, dk, dv) of your backward kernels", rtol=tolerance,
-                  atol=tolerance * scale, section="§24")
+                  atol=tolerance * scale, section="§24", diagnose_with=(GRADS, (q, k, v, grad_out), {"causal": causal}))
 
 
 CASES = [  # (B, H, H_KV, N, D, dtype, causal, relative tolerance)
