@@ -330,6 +330,25 @@ def double(x):
     hoard = bytearray(16 * 2**30)
     return x * 2
 ''', {"*": ("raised", "MemoryError")}),
+    # The course's write budget is 64 MiB (tests/fixtures/mini_course): 20 files of 60 MiB would be 1.2 GB.
+    "fill_the_disk": ('''
+def double(x):
+    for i in range(20):
+        with open(f"junk{{i}}.bin", "wb") as fh:
+            fh.write(b"x" * (60 << 20))
+    return x * 2
+''', {"*": ("disk", "the write budget is 64 MiB for all the files it writes")}),
+    "fill_the_disk_around_python": ('''
+def double(x):
+    libc = ctypes.CDLL(None, use_errno=True)
+    block = b"x" * (4 << 20)
+    for i in range(20):  # open(2) and write(2) through libc: no Python `open` to see
+        fd = libc.open(f"junk{{i}}.bin".encode(), 0o1101, 0o644)  # O_WRONLY | O_CREAT | O_TRUNC
+        for _ in range(15):
+            libc.write(fd, block, len(block))
+        libc.close(fd)
+    return x * 2
+''', {"*": ("disk", "the write budget is 64 MiB for all the files it writes")}),
 }
 
 
