@@ -785,6 +785,8 @@ def test_filling_the_disk_at_import_costs_every_code_task(room: Classroom, level
     code = [o for o in result.outcomes if o.task in ("double", "normalize")]
     assert code and {(o.status, o.kind) for o in code} == {("failed", "disk")}, [(o.kind, o.message) for o in code]
     assert all("the write budget is 64 MiB for all the files it writes" in o.message for o in code)
+    assert sum("not run again" not in o.message for o in code) == 1  # one worker filled it; no test ran again
+    assert code[0].problem["at_import"] and code[0].problem["held_bytes"] >= code[0].problem["budget_bytes"] - (1 << 15)
     tasks = {t.task_id: t for t in result.score.tasks}
     assert tasks["double"].earned == tasks["normalize"].earned == 0
     assert tasks["quiz"].earned == tasks["quiz"].points and not result.findings

@@ -340,9 +340,9 @@ class Sandbox:
             return None  # import errors come back with the calls that need the module
         detail = self._death_detail(state, timeout)
         self.kill()
-        return self._at_write_budget() or CallResult(status="timeout" if state == "timeout" else "crashed",
-                                                     detail=f"while importing your files: {detail}",
-                                                     output=self._new_output())
+        return self._at_write_budget(at_import=True) or CallResult(
+            status="timeout" if state == "timeout" else "crashed", detail=f"while importing your files: {detail}",
+            output=self._new_output())
 
     def _death_detail(self, state: str, timeout: float, student_code_ran: bool = True) -> str:
         if state == "timeout":
@@ -394,16 +394,18 @@ class Sandbox:
             self._workdir = None
         return status
 
-    def _at_write_budget(self) -> CallResult | None:
-        """The result of a call whose worker ended at its write budget (its supervisor said so), else None."""
+    def _at_write_budget(self, at_import: bool = False) -> CallResult | None:
+        """The result of a call whose worker ended at its write budget (its supervisor said so), else None;
+        `at_import`: while the student's files were imported."""
         held, self._held = self._held, None
         if held is None:
             return None
+        budget = self.limits.write_budget_mb
+        detail = (f"its folder held {held / (1 << 20):.1f} MiB, and the write budget is {budget} MiB for all "
+                  f"the files it writes, its own files included")
         return CallResult(status="disk", output=self._new_output(),
-                          error={"held_bytes": held, "budget_bytes": self.limits.write_budget_mb << 20},
-                          detail=f"its folder held {held / (1 << 20):.1f} MiB, and the write budget is "
-                                 f"{self.limits.write_budget_mb} MiB for all the files it writes, its own "
-                                 f"files included")
+                          error={"held_bytes": held, "budget_bytes": budget << 20, "at_import": at_import},
+                          detail=("while importing your files: " if at_import else "") + detail)
 
     def kill(self) -> None:
         """Kill the worker and all it started; the next call starts a fresh one."""
