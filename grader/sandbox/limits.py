@@ -46,13 +46,20 @@ def file_size_limit(file_size_mb: int, write_budget_mb: int) -> int:
 
 def folder_bytes(path: str, stop_at: int | None = None) -> int:
     """What the folder `path` holds on its file system: each inode once (hard links are one file),
-    its allocated blocks or one BLOCK, whichever is more; links are not followed. Stops counting
+    its allocated blocks or one BLOCK, whichever is more; links are not followed, and a folder made
+    unreadable is made readable to its owner again (the measurer is the worker's uid or root). Stops counting
     once `stop_at` is reached (the answer is then at least that). 0 when `path` is gone."""
     total, seen, folders = 0, set(), [path]
     while folders:
         folder = folders.pop()
         try:
             entries = os.scandir(folder)
+        except PermissionError:  # a folder the worker made unreadable: its owner (or root) opens it again
+            try:
+                os.chmod(folder, stat.S_IMODE(os.lstat(folder).st_mode) | stat.S_IRWXU)
+                entries = os.scandir(folder)
+            except OSError:
+                continue
         except OSError:
             continue
         with entries:
