@@ -344,8 +344,8 @@ class Check:
                                                 f"or a tuple of tensors: {result.detail}.")
         if result.status == "disk":
             self._problem("disk", "wrote files up to the write budget", result.detail, **result.error)
-            raise StudentProblem("disk", f"{name} was stopped: {result.detail}. Write fewer or smaller files "
-                                         f"(keep data in memory); your code was started again for the next test.")
+            raise StudentProblem("disk", f"{name} was stopped: {result.detail}. Write fewer or smaller files, "
+                                         f"or keep the data in memory.")
         if result.status == "budget":
             self._problem("budget", "the submission's time budget was used up", result.detail)
             raise StudentProblem("budget", f"{name} was not run: {result.detail}.")
