@@ -330,6 +330,25 @@ def double(x):
     hoard = bytearray(16 * 2**30)
     return x * 2
 ''', {"*": ("raised", "MemoryError")}),
+    # The course's write budget is 64 MiB (tests/fixtures/mini_course): 20 files of 60 MiB would be 1.2 GB.
+    "fill_the_disk": ('''
+def double(x):
+    for i in range(20):
+        with open(f"junk{{i}}.bin", "wb") as fh:
+            fh.write(b"x" * (60 << 20))
+    return x * 2
+''', {"*": ("disk", "the write budget is 64 MiB for all the files it writes")}),
+    "fill_the_disk_around_python": ('''
+def double(x):
+    libc = ctypes.CDLL(None, use_errno=True)
+    block = b"x" * (4 << 20)
+    for i in range(20):  # open(2) and write(2) through libc: no Python `open` to see
+        fd = libc.open(f"junk{{i}}.bin".encode(), 0o1101, 0o644)  # O_WRONLY | O_CREAT | O_TRUNC
+        for _ in range(15):
+            libc.write(fd, block, len(block))
+        libc.close(fd)
+    return x * 2
+''', {"*": ("disk", "the write budget is 64 MiB for all the files it writes")}),
 }
 
 
@@ -666,3 +685,119 @@ def test_one_student_cannot_poison_the_next_worker(level: str) -> None:
     with Sandbox({"c.py": CLEAN}, ["c.py"]) as second:  # ...and the next student's worker is untouched
         result = second.call("ones", (3,))
         assert result.status == "ok" and torch.equal(result.value, torch.ones(3))
+
+
+FILLER = b'''
+import ctypes
+
+
+def python_files(n, mib):
+    for i in range(n):
+        with open(f"py{i}.bin", "wb") as fh:
+            fh.write(b"x" * (mib << 20))
+
+
+def libc_files(n, mib):
+    libc = ctypes.CDLL(None, use_errno=True)
+    block = b"x" * (1 << 20)
+    for i in range(n):
+        fd = libc.open(f"c{i}.bin".encode(), 0o1101, 0o644)  # O_WRONLY | O_CREAT | O_TRUNC
+        for _ in range(mib):
+            libc.write(fd, block, len(block))
+        libc.close(fd)
+
+
+def one():
+    return 1
+'''
+AT_IMPORT = b"for i in range(20):\n    open(f'i{i}.bin', 'wb').write(b'x' * (4 << 20))\n\n\ndef one():\n    return 1\n"
+
+
+class DiskWatch:
+    """The most the host's disk held, sampled, in the sandbox's worker folders (work0, work1...)."""
+
+    def __init__(self, root: str):
+        from grader.sandbox.limits import folder_bytes
+
+        self.root, self.most, self.running = root, 0, True
+
+        def watch() -> None:
+            while self.running:
+                for name in os.listdir(self.root):
+                    if name.startswith("work"):
+                        self.most = max(self.most, folder_bytes(os.path.join(self.root, name)))
+                time.sleep(0.001)
+
+        self.thread = threading.Thread(target=watch, daemon=True)
+        self.thread.start()
+
+    def stop(self) -> int:
+        self.running = False
+        self.thread.join()
+        return self.most
+
+
+@pytest.mark.sandbox
+@pytest.mark.parametrize("start", ["template", "exec"])
+def test_nothing_is_written_past_the_write_budget(level: str, start: str, monkeypatch) -> None:
+    """A worker that writes 80 MiB against a budget of 16 MiB, through Python's open, through libc, and
+    at import: the call's record is kind disk with the folder's size as data, the worker ends, and the
+    disk never held more than the budget (under bubblewrap nothing at all reaches the host's disk: the
+    folder is a tmpfs; at the no-namespace level Python's open is measured before every file, so the
+    overshoot is one file at most, the per-file limit)."""
+    from grader.sandbox.client import Sandbox
+    from grader.sandbox.limits import BLOCK, SandboxLimits
+
+    if start == "exec":
+        monkeypatch.setenv("GRADE_NO_ZYGOTE", "1")
+    limits = SandboxLimits(write_budget_mb=16, file_size_mb=4)
+    budget, one_file = 16 << 20, 4 << 20
+    # What the folder held, as grader.sandbox.limits.folder_bytes counts it: each of its entries (at most
+    # 20 files and a few folders here) a block at least, which a tmpfs does not charge for a folder or an
+    # empty file; at the no-namespace level one file more at most.
+    bound = budget + 32 * BLOCK + (0 if level == "bubblewrap" else one_file)
+    host_bound = 64 * BLOCK if level == "bubblewrap" else bound  # the submission's own files, on the host
+    with Sandbox({"filler.py": FILLER}, ["filler.py"], limits=limits, use_gpu=False) as box:
+        held = {}
+        for route in ("python_files", "libc_files"):
+            watch = DiskWatch(box._root)
+            try:
+                result = box.call(route, (20, 4))
+            finally:
+                held[route] = watch.stop()
+            assert result.status == "disk", (route, result.status, result.detail)
+            assert result.error["budget_bytes"] == budget
+            assert "the write budget is 16 MiB for all the files it writes" in result.detail
+            if route == "python_files" or level == "bubblewrap":  # around Python, only the tmpfs holds it
+                assert budget - 8 * BLOCK <= result.error["held_bytes"] <= bound, (route, result.error)
+                assert held[route] <= host_bound, f"the host's disk held {held[route]} bytes of the worker's"
+        after = box.call("one")
+        assert after.status == "ok" and after.value == 1  # a fresh worker, in a fresh folder
+        assert sorted(n for n in os.listdir(box._root) if n.startswith("work")) == ["work2"]  # the others are gone
+    with Sandbox({"at_import.py": AT_IMPORT}, ["at_import.py"], limits=limits, use_gpu=False) as box:
+        watch = DiskWatch(box._root)
+        try:
+            result = box.call("one")
+        finally:
+            most = watch.stop()
+        assert result.status == "disk", (result.status, result.detail)
+        assert budget - 8 * BLOCK <= result.error["held_bytes"] <= bound
+        assert most <= host_bound, f"the host's disk held {most} bytes of the worker's"
+
+
+@pytest.mark.sandbox
+def test_filling_the_disk_at_import_costs_every_code_task(room: Classroom, level: str) -> None:
+    """The attack that was seen (20 files of 60 MiB written at import): every call of every code task is
+    recorded as kind disk, the quiz keeps its points, nothing else is touched."""
+    source = "for i in range(20):\n    open(f'junk{i}.bin', 'wb').write(b'x' * (60 << 20))\n\n" + PLAIN_DOUBLE \
+        + CORRECT_NORMALIZE
+    result = room.grade(source)
+    code = [o for o in result.outcomes if o.task in ("double", "normalize")]
+    assert code and {(o.status, o.kind) for o in code} == {("failed", "disk")}, [(o.kind, o.message) for o in code]
+    assert all("the write budget is 64 MiB for all the files it writes" in o.message for o in code)
+    assert sum("not run again" not in o.message for o in code) == 1  # one worker filled it; no test ran again
+    assert code[0].problem["at_import"] and code[0].problem["held_bytes"] >= code[0].problem["budget_bytes"] - (1 << 15)
+    tasks = {t.task_id: t for t in result.score.tasks}
+    assert tasks["double"].earned == tasks["normalize"].earned == 0
+    assert tasks["quiz"].earned == tasks["quiz"].points and not result.findings
+    room.untouched()

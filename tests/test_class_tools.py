@@ -7,6 +7,7 @@ seconds; the end-to-end class lives in test_batch.py.
 from __future__ import annotations
 
 import csv
+import hashlib
 import io
 import json
 import os
@@ -29,7 +30,7 @@ from grader.core.manifest import load_manifest
 from grader.core.records import FAILED, HANDIN_PROBLEM, PASSED, GradeResult, TestOutcome
 from grader.core.scoring import score
 from grader.intake.notebook import modules_from_notebook
-from grader.intake.submission import Submission
+from grader.intake.submission import MAX_SOURCE_BYTES, Submission
 from grader.render.class_report import class_view_model
 from grader.render.exports import export_csv, export_gradescope, write_csv
 from grader.render.similarity import clusters, find_similar, instructor_sources, tokens, winnowed_hashes
@@ -425,3 +426,44 @@ def test_without_a_roster_a_hand_in_that_could_not_be_read_has_its_row_and_a_tot
     tasks = sum(float(rows["ada"][t]) for t in ("double", "normalize", "quiz"))
     assert rows["ada"]["total"] == "88" and tasks != 88
     assert rows["ada"]["note"] == f"the total is set by staff (oral exam): the tasks add up to {tasks:g}"
+
+
+# The largest file intake keeps, shaped to cost the most: every line blank, one line of operators,
+# nesting as deep as Python parses, the most tokens a byte can make.
+PATHOLOGICAL = {
+    "blank_lines": "\n" * MAX_SOURCE_BYTES,
+    "one_long_line": "x = " + "1+" * (MAX_SOURCE_BYTES // 2 - 3) + "1\n",
+    "deep_nesting": "".join("    " * d + f"if x{d}:\n" for d in range(90)) + "    " * 90 + "pass\n",
+    "many_tokens": "a(b)\n" * (MAX_SOURCE_BYTES // 5),
+    "unclosed": "f(\n" + "\n" * (MAX_SOURCE_BYTES - 4),
+}
+
+
+@pytest.mark.slow  # about 10 s of CPU: five files at the cap, tokenised and hashed
+@pytest.mark.timeout(120)  # a file of blank lines at the cap took the quadratic pass about half an hour
+def test_class_report_stays_linear_in_pathological_files(course: Path, tmp_path: Path):
+    path = tmp_path / "gb.sqlite"
+    entries = {name: text.encode()[:MAX_SOURCE_BYTES] for name, text in PATHOLOGICAL.items()}
+    entries.update({"twin1": CORRECT_C.encode(), "twin2": CORRECT_C.encode(), "other": CORRECT_B.encode()})
+    with Gradebook(path) as book:
+        for student, code in entries.items():
+            book.record(fake_result(student, sha=hashlib.sha256(code).hexdigest()),
+                        Submission(files={"mini.py": code}, source="x", form="folder", student=student))
+        model = class_view_model(assignment_of(course, "mini"), book)
+    assert [c["students"] for c in model["similarity"]["clusters"]] == [["twin1", "twin2"]]
+    assert len(winnowed_hashes(PATHOLOGICAL["one_long_line"])) > 1000
+    assert winnowed_hashes(PATHOLOGICAL["blank_lines"]) == []
+
+
+def test_winnowing_keeps_the_rightmost_minimum_of_every_window():
+    """The linear pass picks what the definition picks: each window's rightmost smallest hash, once."""
+    from grader.render import similarity
+
+    text = "".join(f"y{i % 7} = x.sum({i % 3}) + z[{i % 5}]\n" for i in range(300))
+    stream = tokens(text)
+    grams = [similarity._hash(tuple(t for t, _ in stream[i:i + similarity.K]))
+             for i in range(len(stream) - similarity.K + 1)]
+    chosen = sorted({start + max(i for i, h in enumerate(grams[start:start + similarity.WINDOW])
+                                 if h == min(grams[start:start + similarity.WINDOW]))
+                     for start in range(len(grams) - similarity.WINDOW + 1)})
+    assert [(f.hash, f.line) for f in winnowed_hashes(text)] == [(grams[i], stream[i][1]) for i in chosen]

@@ -244,7 +244,7 @@ import os, sys
 from grader.sandbox import namespaces
 open("/tmp/left-by-another", "w").write("x")
 namespaces._unshare()
-namespaces._fresh(("/tmp",))
+namespaces._fresh(("/tmp",), 1 << 20)
 seen = {"tmp": sorted(os.listdir("/tmp")), "kept": open(sys.argv[1] + "/kept.txt").read()}
 try:
     open(sys.argv[1] + "/new.txt", "w")

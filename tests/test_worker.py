@@ -339,3 +339,65 @@ def test_time_block_of_a_missing_or_failing_function(workdir):
     reply = w.handle(_block_request("todo", spec, shapes, calls))  # todo() takes no `b`: TypeError
     assert reply["ok"] is False and reply["error"]["type"] == "TypeError"
     assert w.timed == []  # a failed block keeps no outputs
+
+
+def test_a_folder_is_measured_by_its_blocks_each_entry_one_at_least(tmp_path):
+    """The write budget's measure: allocated blocks, each entry at least one block, a hard link once, a
+    link not followed; it stops counting at `stop_at`."""
+    import os
+
+    from grader.sandbox.limits import BLOCK, folder_bytes
+
+    (tmp_path / "sub").mkdir()
+    for i in range(10):
+        (tmp_path / "sub" / f"empty{i}").touch()
+    (tmp_path / "big").write_bytes(b"x" * (1 << 20))
+    os.link(tmp_path / "big", tmp_path / "big_again")
+    (tmp_path / "outside").symlink_to("/usr")
+    measured = folder_bytes(str(tmp_path))
+    assert measured == (1 << 20) + BLOCK * (1 + 10 + 1), measured  # big, sub, ten empty files, the link
+    assert BLOCK <= folder_bytes(str(tmp_path), stop_at=BLOCK) < measured
+    assert folder_bytes(str(tmp_path / "gone")) == 0
+
+
+def test_a_folder_made_unreadable_is_still_measured():
+    """A worker cannot hide files from the measure by taking the permissions off a folder: its owner
+    measures them all the same (a child running as the folder's owner, when the tests run as root)."""
+    import os
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as folder:
+        os.chmod(folder, 0o711)  # another uid may pass through
+        _measure_unreadable(Path(folder) / "worker")
+
+
+def _measure_unreadable(tmp_path: Path) -> None:
+    import os
+
+    from grader.sandbox.limits import folder_bytes
+
+    tmp_path.mkdir()
+    hidden = tmp_path / "hidden"
+    hidden.mkdir()
+    (hidden / "data").write_bytes(b"x" * (1 << 20))
+    owner = 65534 if os.geteuid() == 0 else os.geteuid()
+    for path in (tmp_path, hidden, hidden / "data"):
+        if os.geteuid() == 0:
+            os.chown(path, owner, owner)
+    hidden.chmod(0)
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(read)
+        if os.geteuid() == 0:
+            os.setgroups([])
+            os.setresgid(owner, owner, owner)
+            os.setresuid(owner, owner, owner)
+        os.write(write, str(folder_bytes(str(tmp_path))).encode())
+        os._exit(0)
+    os.close(write)
+    measured = int(os.read(read, 64))
+    os.close(read)
+    os.waitpid(pid, 0)
+    assert measured >= 1 << 20
+    hidden.chmod(0o700)  # so that the folder can be removed

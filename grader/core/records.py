@@ -35,6 +35,7 @@ class Kind(StrEnum):
     IMPORT_FAILED = "import_failed"
     UNSUPPORTED = "unsupported"
     BUDGET = "budget"
+    DISK = "disk"  # the worker's folder reached its write budget
     DEGENERATE = "degenerate"
     TEST_ERROR = "test_error"
     NOT_RUN = "not_run"

@@ -64,8 +64,11 @@ class SandboxRunner:
     stops a function, and one bad shape costs one restart however many tests try it.
     `crashed_signatures` keeps, per function, the signatures that ended the process.
 
-    A crash or hang while the files are imported happens for every function alike, so it ends
-    the run of all of them."""
+    A function that filled its folder to the write budget (status `disk`) is not run again either:
+    one fill costs one restart, not one per test.
+
+    A crash, hang or full folder while the files are imported happens for every function alike, so
+    it ends the run of all of them."""
 
     def __init__(self, sandbox: Sandbox, kernel_worker: bool = False):
         self.sandbox = sandbox
@@ -89,7 +92,8 @@ class SandboxRunner:
         first = self.import_failure or self.fatal.get(name)
         if first is None:
             return None
-        return CallResult(status=first.status, detail=f"{first.detail} (in an earlier test; not run again)")
+        return CallResult(status=first.status, error=dict(first.error),
+                          detail=f"{first.detail} (in an earlier test; not run again)")
 
     def _crashed_before(self, name: str, signature: tuple) -> CallResult | None:
         """A call on inputs of a signature that ended the process before: not run, no restart."""
@@ -116,7 +120,9 @@ class SandboxRunner:
                                    track_tensors=track_tensors, device=device, timeout_s=timeout_s)
         if result.status in ("timeout", "crashed") and result.detail.startswith(IMPORT_FAILURE):
             self.import_failure = result
-        elif result.status == "timeout":
+        elif result.status == "disk" and result.error.get("at_import"):
+            self.import_failure = result
+        elif result.status in ("timeout", "disk"):
             self.fatal[name] = result
         elif result.status == "crashed":
             self.crashed_signatures.setdefault(name, {})[signature] = result

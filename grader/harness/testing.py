@@ -136,7 +136,7 @@ class StudentProblem(AssertionError):
     def __init__(self, kind: str, message: str):
         super().__init__(message)
         self.kind = kind  # raised | not_implemented | missing | import_failed | timeout |
-        #                   crashed | unsupported | budget | forbidden | degenerate
+        #                   crashed | unsupported | budget | disk | forbidden | degenerate
 
 
 class Pending(Exception):
@@ -534,6 +534,10 @@ class Check:
             self._problem("unsupported", "returned something that is not a tensor", result.detail)
             raise StudentProblem("unsupported", f"{name} returned something that is not a tensor "
                                                 f"or a tuple of tensors: {result.detail}.")
+        if result.status == "disk":
+            self._problem("disk", "wrote files up to the write budget", result.detail, **result.error)
+            raise StudentProblem("disk", f"{name} was stopped: {result.detail}. Write fewer or smaller files, "
+                                         f"or keep the data in memory.")
         if result.status == "budget":
             self._problem("budget", "the submission's time budget was used up", result.detail)
             raise StudentProblem("budget", f"{name} was not run: {result.detail}.")

@@ -28,6 +28,7 @@ KIND_WORDS: dict[Kind, KindWords] = {
     Kind.IMPORT_FAILED: KindWords("module failed to import", "module failed to import"),
     Kind.UNSUPPORTED: KindWords("unsupported return type", "returned something that is not a tensor"),
     Kind.BUDGET: KindWords("time budget used up", "ran out of the time budget"),
+    Kind.DISK: KindWords("write budget used up", "wrote files up to the write budget"),
     Kind.TEST_ERROR: KindWords("result unusable", "unusable result"),
     Kind.NOT_RUN: KindWords("not run here", "not run"),
     Kind.DEGENERATE: KindWords("placeholder result", "a placeholder result (constant, NaN or an input handed back)"),

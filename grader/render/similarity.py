@@ -37,7 +37,7 @@ import io
 import keyword
 import re
 import tokenize
-from collections import defaultdict
+from collections import defaultdict, deque
 from dataclasses import dataclass
 from itertools import combinations
 
@@ -52,6 +52,10 @@ SOURCES_DIR = "similarity_sources"
 
 _SKIPPED = {tokenize.COMMENT, tokenize.NL, tokenize.ENCODING, tokenize.ENDMARKER}
 _BUILTINS = set(dir(builtins))
+_FSTRING_START = getattr(tokenize, "FSTRING_START", -1)  # Python 3.12 on
+# One line each: blanks and tabs only, never a newline, so a file of blank lines is read once (with
+# `\s*` the search from every line start ran over all the blank lines after it: quadratic).
+_IMPORT = re.compile(r"^[ \t]*(?:from[ \t]+\S+[ \t]+)?import[ \t]+(.+)$", re.MULTILINE)
 
 
 @dataclass(frozen=True)
@@ -82,7 +86,7 @@ class Match:
 
 def _imported_names(text: str) -> set[str]:
     names = set()
-    for match in re.finditer(r"^\s*(?:from\s+\S+\s+)?import\s+(.+)$", text, re.MULTILINE):
+    for match in _IMPORT.finditer(text):
         for part in match.group(1).strip("() ").split(","):
             words = part.split()
             if words:
@@ -104,7 +108,7 @@ def tokens(text: str) -> list[tuple[str, int]]:
             if token.type == tokenize.NAME and not keyword.iskeyword(value) and previous != "." \
                     and value not in keep:
                 value = "V"
-            elif token.type == tokenize.STRING or token.type == getattr(tokenize, "FSTRING_START", -1):
+            elif token.type == tokenize.STRING or token.type == _FSTRING_START:
                 value = "S"
             elif token.type == tokenize.NUMBER:
                 value = "N"
@@ -130,25 +134,44 @@ def tokens(text: str) -> list[tuple[str, int]]:
 
 
 def _hash(gram: tuple[str, ...]) -> int:
-    return int.from_bytes(hashlib.blake2b("\x1f".join(gram).encode(), digest_size=8).digest(), "big")
+    return _hash_text("\x1f".join(gram))
+
+
+def _hash_text(joined: str) -> int:
+    return int.from_bytes(hashlib.blake2b(joined.encode(), digest_size=8).digest(), "big")
 
 
 def winnowed_hashes(text: str, k: int = K, window: int = WINDOW) -> list[WinnowedHash]:
-    """Winnowed k-gram hashes of a source, with the line each one starts on."""
+    """Winnowed k-gram hashes of a source, with the line each one starts on.
+
+    Linear in the number of tokens: one hash per k-gram, and the rightmost minimum of each window
+    kept by a monotonic queue (each position enters and leaves it once)."""
     stream = tokens(text)
     if len(stream) < k:
         return [WinnowedHash(_hash(tuple(t for t, _ in stream)), stream[0][1])] if stream else []
-    grams = [WinnowedHash(_hash(tuple(t for t, _ in stream[i:i + k])), stream[i][1])
-             for i in range(len(stream) - k + 1)]
-    if len(grams) <= window:
-        return [min(grams, key=lambda g: g.hash)]
-    chosen: dict[int, WinnowedHash] = {}
-    for start in range(len(grams) - window + 1):
-        block = grams[start:start + window]
-        low = min(g.hash for g in block)
-        position = max(i for i, g in enumerate(block) if g.hash == low)  # rightmost minimum
-        chosen[start + position] = block[position]
-    return [chosen[i] for i in sorted(chosen)]
+    values = [t for t, _ in stream]
+    known: dict[str, int] = {}  # a k-gram seen before is not hashed again (padding repeats itself)
+    hashes = []
+    for i in range(len(stream) - k + 1):
+        joined = "\x1f".join(values[i:i + k])
+        value = known.get(joined)
+        if value is None:
+            value = known[joined] = _hash_text(joined)
+        hashes.append(value)
+    if len(hashes) <= window:
+        low = min(range(len(hashes)), key=hashes.__getitem__)  # the first minimum, as min() picks
+        return [WinnowedHash(hashes[low], stream[low][1])]
+    chosen: list[int] = []
+    queue: deque[int] = deque()  # positions of the window, their hashes strictly increasing
+    for i, value in enumerate(hashes):
+        while queue and hashes[queue[-1]] >= value:  # ties: the later position is the rightmost minimum
+            queue.pop()
+        queue.append(i)
+        if queue[0] <= i - window:
+            queue.popleft()
+        if i >= window - 1 and (not chosen or chosen[-1] != queue[0]):
+            chosen.append(queue[0])
+    return [WinnowedHash(hashes[i], stream[i][1]) for i in chosen]
 
 
 def _ranges(lines: set[int]) -> str:

@@ -58,7 +58,7 @@ class SandboxUnavailable(RuntimeError):
 class CallResult:
     """What happened when the student's function was called once."""
 
-    status: str  # ok | raised | missing | import_failed | timeout | crashed | unsupported | budget
+    status: str  # ok | raised | missing | import_failed | timeout | crashed | unsupported | budget | disk
     value: object = None
     error: dict = field(default_factory=dict)
     detail: str = ""
@@ -137,6 +137,8 @@ class Sandbox:
         self._output_path = os.path.join(self._root, "student-output.log")
         self._output_read = 0
         self.output_log: list[str] = []
+        self._workdir: str | None = None
+        self._held: int | None = None  # bytes in the folder of the worker that last ended at its write budget
 
     # ----------------------------------------------------------------- lifecycle
     def _fresh_workdir(self) -> str:
@@ -153,6 +155,7 @@ class Sandbox:
             for folder, dirs, names in os.walk(workdir):
                 for path in [folder, *(os.path.join(folder, n) for n in dirs + names)]:
                     os.lchown(path, uid, uid)
+        self._workdir = workdir
         return workdir
 
     @property
@@ -168,6 +171,7 @@ class Sandbox:
             workdir=isolation.WORKDIR_MOUNT if bwrap else workdir, modules=list(self.modules), **fds,
             memory_mb=self.limits.memory_mb, cpu_time_s=self.limits.cpu_time_s,
             file_size_mb=self.limits.file_size_mb, max_processes=self.limits.max_processes,
+            write_budget_mb=self.limits.write_budget_mb,
             use_gpu=self.use_gpu,
             uid=None if (bwrap or self._slot is None) else self._slot.uid,
             landlock=self.host.landlock_abi >= 1, seccomp=not self.host.seccomp,
@@ -210,8 +214,11 @@ class Sandbox:
                      f"from grader.sandbox.supervisor import main; main({spec.to_json()!r})")
         command = [sys.executable, "-I", "-c", bootstrap]
         user: dict = {}
+        copies: list[int] = []  # under bubblewrap: the folder's files, which it copies into the worker's tmpfs
         if bwrap:
-            command = isolation.bwrap_command(workdir, str(self._runtime), self.use_gpu) + command
+            prefix, copies = isolation.bwrap_command(workdir, str(self._runtime), self.use_gpu,
+                                                     self.limits.write_budget_mb << 20)
+            command = prefix + command
             if self._slot is not None:  # bubblewrap itself runs as the worker's uid
                 user = {"user": self._slot.uid, "group": self._slot.gid, "extra_groups": []}
         env = isolation.scrubbed_env(self.use_gpu, os.path.join(spec.workdir, ".home"),
@@ -222,10 +229,10 @@ class Sandbox:
         try:
             self._proc = subprocess.Popen(
                 command, cwd=workdir, env=env, stdin=subprocess.DEVNULL, stdout=output, stderr=subprocess.STDOUT,
-                pass_fds=(req_r, rep_w, life_r, stat_w), start_new_session=True, close_fds=True, **user)
+                pass_fds=(req_r, rep_w, life_r, stat_w, *copies), start_new_session=True, close_fds=True, **user)
         finally:
             output.close()
-            for fd in (req_r, rep_w, life_r, stat_w):
+            for fd in (req_r, rep_w, life_r, stat_w, *copies):
                 os.close(fd)
         os.set_blocking(req_w, False)  # a worker that stops reading costs a deadline, not a hang
         self._req_w, self._rep_r, self._life_w, self._stat_r = req_w, rep_r, life_w, stat_r
@@ -335,8 +342,9 @@ class Sandbox:
             return None  # import errors come back with the calls that need the module
         detail = self._death_detail(state, timeout)
         self.kill()
-        return CallResult(status="timeout" if state == "timeout" else "crashed",
-                          detail=f"while importing your files: {detail}", output=self._new_output())
+        return self._at_write_budget(at_import=True) or CallResult(
+            status="timeout" if state == "timeout" else "crashed", detail=f"while importing your files: {detail}",
+            output=self._new_output())
 
     def _death_detail(self, state: str, timeout: float, student_code_ran: bool = True) -> str:
         if state == "timeout":
@@ -355,7 +363,8 @@ class Sandbox:
         self._ready = False
         self.restarts += 1
         os.close(self._life_w)  # the supervisor kills the whole tree, reports and exits
-        status, ended = drain_status(self._stat_r, time.monotonic() + STOP_TIMEOUT_S)
+        status, ended, held = drain_status(self._stat_r, time.monotonic() + STOP_TIMEOUT_S)
+        self._held = held
         if ended and supervisor is not None and self._nested is not None:  # it reported; now it ends too
             ended = wait_gone(supervisor, time.monotonic() + STOP_TIMEOUT_S)
         if not ended:  # the supervisor did not finish: kill it (everything below it goes by uid)
@@ -382,7 +391,23 @@ class Sandbox:
                 os.close(fd)
             except OSError:
                 pass
+        if self._workdir is not None:  # what the worker wrote does not wait for the end of the grading
+            shutil.rmtree(self._workdir, ignore_errors=True)
+            self._workdir = None
         return status
+
+    def _at_write_budget(self, at_import: bool = False) -> CallResult | None:
+        """The result of a call whose worker ended at its write budget (its supervisor said so), else None;
+        `at_import`: while the student's files were imported."""
+        held, self._held = self._held, None
+        if held is None:
+            return None
+        budget = self.limits.write_budget_mb
+        detail = (f"its folder held {held / (1 << 20):.1f} MiB, and the write budget is {budget} MiB for all "
+                  f"the files it writes, its own files included")
+        return CallResult(status="disk", output=self._new_output(),
+                          error={"held_bytes": held, "budget_bytes": budget << 20, "at_import": at_import},
+                          detail=("while importing your files: " if at_import else "") + detail)
 
     def kill(self) -> None:
         """Kill the worker and all it started; the next call starts a fresh one."""
@@ -457,7 +482,7 @@ class Sandbox:
             detail = self._death_detail(state, timeout)
             status = "timeout" if state == "timeout" else "crashed"
             self.kill()
-            return CallResult(status=status, detail=detail, output=self._new_output())
+            return self._at_write_budget() or CallResult(status=status, detail=detail, output=self._new_output())
         output = self._new_output()
         try:
             facts = CallFacts.from_message(reply.get("facts"))

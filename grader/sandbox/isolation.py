@@ -305,10 +305,11 @@ def host_layers(probe_uid: int | None, switches: SandboxSwitches | None = None) 
                       nested=nested)
 
 
-def _bwrap_base(runtime: str, use_gpu: bool) -> list[str]:
-    """bubblewrap's namespaces with read-only system and Python folders and the runtime copy."""
+def _bwrap_base(runtime: str, use_gpu: bool, tmp_size: int) -> list[str]:
+    """bubblewrap's namespaces with read-only system and Python folders and the runtime copy; a /tmp of
+    `tmp_size` bytes."""
     cmd = ["bwrap", "--unshare-all", "--die-with-parent", "--new-session",
-           "--proc", "/proc", "--tmpfs", "/tmp", "--tmpfs", "/run"]
+           "--proc", "/proc", "--size", str(tmp_size), "--tmpfs", "/tmp", "--tmpfs", "/run"]
     cmd += ["--dev", "/dev"]  # bubblewrap's own minimal /dev; a GPU worker adds its GPU's files alone
     if use_gpu:
         for path in worker_gpu_devices():
@@ -330,17 +331,35 @@ def _bwrap_base(runtime: str, use_gpu: bool) -> list[str]:
     return cmd
 
 
-def bwrap_command(workdir: str, runtime: str, use_gpu: bool) -> list[str]:
-    """One worker in bubblewrap: its folder at WORKDIR_MOUNT."""
-    return _bwrap_base(runtime, use_gpu) + ["--bind", workdir, WORKDIR_MOUNT, "--chdir", WORKDIR_MOUNT]
+def bwrap_command(workdir: str, runtime: str, use_gpu: bool, size: int) -> tuple[list[str], list[int]]:
+    """One worker in bubblewrap: a tmpfs of `size` bytes (the write budget) at WORKDIR_MOUNT holding a
+    copy of `workdir`'s folders and regular files, which bubblewrap writes from descriptors opened here.
+    The command, and those descriptors (for `pass_fds`; the caller closes them once bubblewrap runs)."""
+    cmd = _bwrap_base(runtime, use_gpu, size) + ["--size", str(size), "--tmpfs", WORKDIR_MOUNT]
+    fds: list[int] = []
+    try:
+        for folder, dirs, names in os.walk(workdir):
+            relative = os.path.relpath(folder, workdir)
+            inside = WORKDIR_MOUNT if relative == "." else os.path.join(WORKDIR_MOUNT, relative)
+            for name in dirs:
+                cmd += ["--perms", "0755", "--dir", os.path.join(inside, name)]
+            for name in names:
+                fd = os.open(os.path.join(folder, name), os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+                fds.append(fd)
+                cmd += ["--perms", "0644", "--file", str(fd), os.path.join(inside, name)]
+    except OSError:
+        for fd in fds:
+            os.close(fd)
+        raise
+    return cmd + ["--chdir", WORKDIR_MOUNT], fds
 
 
-def template_bwrap_command(slot_root: str, runtime: str, use_gpu: bool) -> list[str]:
+def template_bwrap_command(slot_root: str, runtime: str, use_gpu: bool, tmp_size: int) -> list[str]:
     """A template worker in bubblewrap for one executor slot: the slot's folder of workdirs at
-    SLOT_MOUNT, and an empty WORKDIR_MOUNT for each worker to bind its own folder on
+    SLOT_MOUNT, and an empty WORKDIR_MOUNT for each worker to mount its own tmpfs on
     (grader.sandbox.namespaces)."""
-    return _bwrap_base(runtime, use_gpu) + ["--bind", slot_root, namespaces.SLOT_MOUNT,
-                                            "--dir", WORKDIR_MOUNT, "--chdir", "/"]
+    return _bwrap_base(runtime, use_gpu, tmp_size) + ["--bind", slot_root, namespaces.SLOT_MOUNT,
+                                                      "--dir", WORKDIR_MOUNT, "--chdir", "/"]
 
 
 _NESTED: dict[bool, str] = {}
@@ -364,7 +383,7 @@ def _run_nested_probe(as_uid: int | None) -> str:
         user = {} if as_uid is None else {"user": as_uid, "group": as_uid, "extra_groups": []}
         probe = (f"import sys; sys.path.insert(0, {RUNTIME_MOUNT!r}); "
                  "from grader.sandbox.namespaces import probe; probe()")
-        command = _bwrap_base(str(runtime), False) + ["--chdir", "/", sys.executable, "-I", "-S", "-c", probe]
+        command = _bwrap_base(str(runtime), False, 1 << 20) + ["--chdir", "/", sys.executable, "-I", "-S", "-c", probe]
         done = subprocess.run(command, capture_output=True, timeout=30, env=scrubbed_env(False, "/tmp", "/tmp"),
                               **user)
     except (OSError, subprocess.SubprocessError) as exc:

@@ -19,6 +19,7 @@ import resource
 from dataclasses import asdict, dataclass, field
 
 from grader.sandbox import landlock, seccomp_filter
+from grader.sandbox.limits import file_size_limit
 
 # Read-only system folders a Python process with torch and Triton needs.
 SYSTEM_READ = ("/usr", "/lib", "/lib64", "/lib32", "/libx32", "/bin", "/sbin", "/etc", "/sys")
@@ -37,10 +38,11 @@ class WorkerSpec:
     reply_fd: int
     lifeline_fd: int
     status_fd: int
-    memory_mb: int  # these four: the trusted side's SandboxLimits (grader.sandbox.limits)
+    memory_mb: int  # these five: the trusted side's SandboxLimits (grader.sandbox.limits)
     cpu_time_s: int
     file_size_mb: int
     max_processes: int
+    write_budget_mb: int
     use_gpu: bool = False
     uid: int | None = None  # drop to this uid/gid (None: stay, e.g. bubblewrap already dropped)
     landlock: bool = True
@@ -60,7 +62,7 @@ class WorkerSpec:
 def enter_limits(spec: WorkerSpec) -> None:
     """rlimits of this process (and, for the process count, of its uid)."""
     resource.setrlimit(resource.RLIMIT_CPU, (spec.cpu_time_s, spec.cpu_time_s + 5))
-    size = spec.file_size_mb * 1024 * 1024
+    size = file_size_limit(spec.file_size_mb, spec.write_budget_mb)
     resource.setrlimit(resource.RLIMIT_FSIZE, (size, size))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     if not spec.use_gpu:  # the CUDA driver reserves huge address space: no AS limit there

@@ -6,10 +6,12 @@ namespaces, as that slot's uid. Each student's worker is forked from it and, bef
 anything else, gets namespaces of its own nested in the slot's:
 
 - `enter` (in the forked child): a new user namespace (the slot's uid mapped to
-  itself, nothing else), and new mount, PID, network, IPC and UTS namespaces; its
-  own folder bound at the submission's mount point, the slot's folder of workdirs
-  hidden under an empty tmpfs, a fresh /tmp and /dev/shm (bubblewrap's read-only
-  binds below them, an interpreter in a virtual environment under /tmp say, bound again);
+  itself, nothing else), and new mount, PID, network, IPC and UTS namespaces; a tmpfs
+  of the write budget's size at the submission's mount point, holding a copy of its own
+  folder (so what the worker writes stays in memory, never past the budget, and never
+  reaches the host's disk), the slot's folder of workdirs hidden under an empty tmpfs, a
+  fresh /tmp and /dev/shm of the same size (bubblewrap's read-only binds below them, an
+  interpreter in a virtual environment under /tmp say, bound again);
 - `become_init` (in the first child of the new PID namespace, the supervisor,
   PID 1 there): a /proc of its own PID namespace, then every capability dropped,
   so that the worker it forks holds none.
@@ -28,6 +30,9 @@ from __future__ import annotations
 
 import ctypes
 import os
+import stat
+
+from grader.sandbox.limits import BLOCK
 
 CLONE_NEWNS = 0x00020000
 CLONE_NEWUTS = 0x04000000
@@ -92,9 +97,38 @@ def _mounts_below(folder: str) -> list[str]:
     return [p for p in sorted(set(below)) if not any(p.startswith(q + "/") for q in below if q != p)]
 
 
-def _fresh(folders) -> None:
-    """An empty tmpfs on each folder, with the mounts bubblewrap made below it (read-only system or
-    Python folders) bound again at their places in it: only what others left there is gone."""
+def tmpfs_options(size: int, mode: str) -> str:
+    """A tmpfs of `size` bytes with as many inodes as blocks (grader.sandbox.limits counts each entry
+    as a block at least)."""
+    return f"size={size},nr_inodes={max(64, size // BLOCK)},mode={mode}"
+
+
+def _copy_tree(source: str, target: str) -> None:
+    """The folders and regular files under `source`, with their modes, into `target` (nothing else:
+    the trusted side writes only those there)."""
+    for folder, dirs, names in os.walk(source):
+        relative = os.path.relpath(folder, source)
+        into = target if relative == "." else os.path.join(target, relative)
+        for name in list(dirs):
+            info = os.lstat(os.path.join(folder, name))
+            if not stat.S_ISDIR(info.st_mode):
+                dirs.remove(name)
+                continue
+            os.mkdir(os.path.join(into, name), info.st_mode & 0o7777)
+        for name in names:
+            path = os.path.join(folder, name)
+            info = os.lstat(path)
+            if not stat.S_ISREG(info.st_mode):
+                continue
+            with open(path, "rb") as src, open(os.path.join(into, name), "xb") as dst:
+                while chunk := src.read(1 << 20):
+                    dst.write(chunk)
+            os.chmod(os.path.join(into, name), info.st_mode & 0o7777)
+
+
+def _fresh(folders, size: int) -> None:
+    """An empty tmpfs of `size` bytes on each folder, with the mounts bubblewrap made below it (read-only
+    system or Python folders) bound again at their places in it: only what others left there is gone."""
     for folder in folders:
         if not os.path.isdir(folder):
             continue
@@ -102,7 +136,7 @@ def _fresh(folders) -> None:
         try:
             for point in _mounts_below(folder):
                 kept.append((point, os.open(point, os.O_PATH)))
-            _mount("tmpfs", folder, "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777")
+            _mount("tmpfs", folder, "tmpfs", MS_NOSUID | MS_NODEV, tmpfs_options(size, "1777"))
             for point, handle in kept:
                 if os.path.isdir(f"/proc/self/fd/{handle}"):
                     os.makedirs(point, exist_ok=True)
@@ -115,16 +149,18 @@ def _fresh(folders) -> None:
                 os.close(handle)
 
 
-def enter(source: str, mountpoint: str) -> None:
-    """In the forked child: new namespaces, `source` (a folder under SLOT_MOUNT) bound at
-    `mountpoint`, the other workdirs hidden, a fresh /tmp and /dev/shm. Raises NamespaceError."""
+def enter(source: str, mountpoint: str, size: int) -> None:
+    """In the forked child: new namespaces, a tmpfs of `size` bytes (the write budget) at `mountpoint`
+    holding a copy of `source` (a folder under SLOT_MOUNT), the other workdirs hidden, a fresh /tmp
+    and /dev/shm of that size. Raises NamespaceError (OSError when the copy does not fit)."""
     _unshare()
     real = os.path.realpath(source)
     if not real.startswith(SLOT_MOUNT + "/"):
         raise NamespaceError(0, f"{source} is not a workdir under {SLOT_MOUNT}")
-    _mount(real, mountpoint, None, MS_BIND | MS_REC)
+    _mount("tmpfs", mountpoint, "tmpfs", MS_NOSUID | MS_NODEV, tmpfs_options(size, "0755"))
+    _copy_tree(real, mountpoint)
     _mount("tmpfs", SLOT_MOUNT, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, "size=4k,mode=0555")
-    _fresh(FRESH)
+    _fresh(FRESH, size)
 
 
 def probe() -> None:
@@ -132,7 +168,7 @@ def probe() -> None:
     `become_init` do, else exit 1 with the step that failed on stderr."""
     try:
         _unshare()
-        _fresh(("/tmp",))
+        _fresh(("/tmp",), 1 << 20)
         pid = os.fork()
         if pid == 0:
             try:

@@ -8,6 +8,13 @@ trusted side closes the lifeline pipe (or dies), the supervisor kills every
 descendant, reaps them, writes the worker's wait status to the status pipe
 and exits. So nothing a submission starts can outlive its grading.
 
+It also keeps the worker to its write budget (grader.sandbox.limits): at every poll it measures
+the worker's folder, and a folder at the budget ends the worker as a lifeline would; its last
+lines then say so ("disk N": the bytes the folder held) before the wait status. Under bubblewrap
+the folder is a tmpfs of the budget's size, so nothing is written past it; at the no-namespace
+level what the worker can write between two polls (POLL_S) is the overshoot, each file at most
+the per-file limit.
+
 The supervisor keeps the grader's uid while the worker drops to its own (see
 layers.drop_privileges), so the worker can neither signal nor trace it; under
 bubblewrap the PID namespace ends everything as well.
@@ -23,6 +30,8 @@ import select
 import signal
 import sys
 import time
+
+from grader.sandbox.limits import folder_bytes
 
 PR_SET_PDEATHSIG, PR_SET_CHILD_SUBREAPER = 1, 36
 POLL_S = 0.05
@@ -113,7 +122,8 @@ def _child(spec_json: str) -> None:
         worker.prepare()
         fenced, missing = fence(spec)
         applied.update(fenced)
-        worker.main(spec.request_fd, spec.reply_fd, spec.modules, {"applied": applied, "missing": missing})
+        worker.main(spec.request_fd, spec.reply_fd, spec.modules, {"applied": applied, "missing": missing},
+                    spec.write_budget_mb * 1024 * 1024)
     except BaseException as exc:  # the fences could not be put up: never serve without them
         try:
             sys.stderr.write(f"grader sandbox: {type(exc).__name__}: {exc}\n")
@@ -142,8 +152,11 @@ def main(spec_json: str) -> None:
     for fd in (spec.request_fd, spec.reply_fd):  # only the worker holds the channel
         os.close(fd)
     os.write(spec.status_fd, f"pid {worker_pid}\n".encode())
+    budget = spec.write_budget_mb * 1024 * 1024
     status = None
     while status is None and not stop[0]:
+        if folder_bytes(spec.workdir, stop_at=budget) >= budget:
+            break  # at its write budget: end everything, and say why below
         try:
             ready, _, _ = select.select([spec.lifeline_fd], [], [], POLL_S)
         except InterruptedError:
@@ -157,6 +170,9 @@ def main(spec_json: str) -> None:
         if pid == worker_pid and status is None:
             status = code
     line = f"exit {status}\n" if status is not None else "exit stopped\n"
+    held = folder_bytes(spec.workdir)
+    if held >= budget:
+        line = f"disk {held}\n" + line
     try:
         os.write(spec.status_fd, line.encode())
     except OSError:

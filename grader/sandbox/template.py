@@ -24,6 +24,7 @@ import time
 from pathlib import Path
 
 from grader.sandbox import isolation, uids
+from grader.sandbox.limits import SandboxLimits
 from grader.sandbox.supervisor import descendants
 from grader.sandbox.worker_status import STOP_TIMEOUT_S, host_pid_below, ns_pids
 
@@ -61,7 +62,9 @@ class Zygote:
                     self.slot = None
             self.slot_root = Path(tempfile.mkdtemp(prefix="grade-slot-"))
             self.slot_root.chmod(0o711)  # the slot's uid may pass through to its workdirs, not list them
-            command = isolation.template_bwrap_command(str(self.slot_root), str(self.runtime), use_gpu) + command
+            tmp_size = SandboxLimits().write_budget_mb << 20  # the template's own /tmp: each worker gets a fresh one
+            command = isolation.template_bwrap_command(str(self.slot_root), str(self.runtime), use_gpu,
+                                                       tmp_size) + command
             home = "/tmp"
             if self.slot is not None:  # bubblewrap itself runs as the slot's uid
                 user = {"user": self.slot.uid, "group": self.slot.gid, "extra_groups": []}

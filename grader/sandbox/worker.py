@@ -20,7 +20,7 @@ import torch
 
 from grader.sandbox import protocol
 from grader.sandbox.facts import CallFacts, changed_inputs, install_triton_counter, observe, snapshot_inputs
-from grader.sandbox.limits import WORKER_TORCH_THREADS
+from grader.sandbox.limits import WORKER_TORCH_THREADS, WRITE_BUDGET_EXIT, folder_bytes
 
 MAX_TRACEBACK_FRAMES = 8
 # Errors after which the process's CUDA context is unusable: every later call would fail with them.
@@ -216,15 +216,45 @@ def prepare() -> None:
     install_triton_counter()
 
 
-def main(request_fd: int, reply_fd: int, modules: list[str], layers: dict) -> None:
+def _end_at_budget(workdir: str, budget: int) -> None:
+    """Exit (WRITE_BUDGET_EXIT, no reply) when the folder is at its write budget: the supervisor then
+    reports the folder's size, whether the student's code stopped at a full disk or not."""
+    if folder_bytes(workdir, stop_at=budget) >= budget:
+        os._exit(WRITE_BUDGET_EXIT)
+
+
+_WRITING = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_TRUNC
+
+
+def watch_writes(workdir: str, budget: int) -> None:
+    """Measure the folder whenever Python opens a file to write (an audit hook, which Python code
+    cannot remove): at the budget the worker ends before that file is written, so through Python's
+    own `open` a worker overshoots by one file at most (RLIMIT_FSIZE). A write that goes around
+    Python is bounded by the supervisor's measurement and, under bubblewrap, by the tmpfs's size."""
+
+    def hook(event: str, args: tuple) -> None:
+        if event != "open" or len(args) < 3:
+            return
+        mode, flags = args[1], args[2]
+        writing = any(c in mode for c in "wax+") if isinstance(mode, str) else bool((flags or 0) & _WRITING)
+        if writing:
+            _end_at_budget(workdir, budget)
+
+    sys.addaudithook(hook)
+
+
+def main(request_fd: int, reply_fd: int, modules: list[str], layers: dict, write_budget: int) -> None:
     """Report the fences, import the student's files, then serve requests until the pipe closes.
 
     The first message (`ready`) is sent before any student file is imported, so
-    what it says about the sandbox layers comes from grader code only."""
+    what it says about the sandbox layers comes from grader code only. After the import and
+    after every request the folder is measured against `write_budget` (bytes)."""
     protocol.write_message(reply_fd, {"ok": True, "ready": layers, "pid": os.getpid()})
     workdir = os.getcwd()
     worker = Worker(workdir, modules)
+    watch_writes(workdir, write_budget)
     hello = worker.import_modules()
+    _end_at_budget(workdir, write_budget)
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
@@ -237,6 +267,7 @@ def main(request_fd: int, reply_fd: int, modules: list[str], layers: dict) -> No
         except protocol.ChannelClosed:
             os._exit(0)
         reply = worker.handle(request)
+        _end_at_budget(workdir, write_budget)
         for stream in ("stdout", "stderr"):  # before the reply: the trusted side reads the output then
             try:
                 getattr(sys, stream).flush()

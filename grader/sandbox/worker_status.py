@@ -24,9 +24,10 @@ def signal_name(code: int) -> str:
         return f"signal {code}"
 
 
-def drain_status(fd: int, deadline: float) -> tuple[int | None, bool]:
-    """Read the supervisor's status pipe to its end ("pid N", then "exit S" when it is done):
-    the worker's wait status if it wrote one, and whether the supervisor finished in time."""
+def drain_status(fd: int, deadline: float) -> tuple[int | None, bool, int | None]:
+    """Read the supervisor's status pipe to its end ("pid N", then "disk B" when the worker's folder
+    was at its write budget, then "exit S" when it is done): the worker's wait status if it wrote one,
+    whether the supervisor finished in time, and the bytes the folder held if it was at the budget."""
     data = b""
     ended = False
     while True:
@@ -41,12 +42,14 @@ def drain_status(fd: int, deadline: float) -> tuple[int | None, bool]:
             ended = True
             break
         data += chunk
-    status = None
+    status = held = None
     for line in data.decode(errors="replace").splitlines():
         word, _, value = line.partition(" ")
         if word == "exit" and value.lstrip("-").isdigit():
             status = int(value)
-    return status, ended
+        elif word == "disk" and value.isdigit():
+            held = int(value)
+    return status, ended, held
 
 
 def status_field(pid: int, key: str) -> str | None:

@@ -80,7 +80,7 @@ def _become_supervisor(message: dict, fds: list[int], channel: socket.socket) ->
     spec = dict(message["spec"])
     spec.update({name: named[name] for name in FDS if name != "output_fd"})
     if message.get("nest"):
-        _nest(message["nest"]["source"], spec["workdir"])
+        _nest(message["nest"]["source"], spec["workdir"], spec["write_budget_mb"] * 1024 * 1024)
     os.environ.clear()
     os.environ.update(message["env"])
     os.chdir(spec["workdir"])
@@ -89,13 +89,13 @@ def _become_supervisor(message: dict, fds: list[int], channel: socket.socket) ->
     main(json.dumps(spec))
 
 
-def _nest(source: str, workdir: str) -> None:
+def _nest(source: str, workdir: str, size: int) -> None:
     """Namespaces of this worker's own, then the first process inside them carries on as its
     supervisor; this process only passes that one's end on (its exit code) to the template."""
     from grader.sandbox import namespaces
 
     try:
-        namespaces.enter(source, workdir)
+        namespaces.enter(source, workdir, size)
     except OSError as exc:
         sys.stderr.write(f"grader sandbox: the worker's own namespaces could not be made: {exc}\n")
         sys.stderr.flush()
