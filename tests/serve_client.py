@@ -66,7 +66,7 @@ class ServerProcess:
                 self.process.wait(timeout=60)
             except subprocess.TimeoutExpired:
                 os.killpg(self.process.pid, signal.SIGKILL)
-                self.process.wait(timeout=30)
+                self.process.wait(timeout=300)
         self._out.close()
 
 

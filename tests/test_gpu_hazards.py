@@ -151,7 +151,7 @@ def test_a_gpu_worker_gets_only_its_own_gpus_device_files(tmp_path, monkeypatch)
     monkeypatch.setenv(isolation.GPU_DEVICES_ENV, "all")
     assert isolation.gpu_device_files(1, str(dev)) == [str(dev)]  # the staff's way back to the whole /dev
     monkeypatch.delenv(isolation.GPU_DEVICES_ENV)
-    base = isolation._bwrap_base(str(tmp_path), use_gpu=True)
+    base = isolation._bwrap_base(str(tmp_path), use_gpu=True, tmp_size=256 * 1024 * 1024)
     binds = [base[i + 1] for i, word in enumerate(base) if word == "--dev-bind"]
     assert "/dev" not in binds and all(path.startswith("/dev/") for path in binds)
     assert base[base.index("--dev") + 1] == "/dev"  # bubblewrap's own minimal /dev underneath

@@ -119,4 +119,6 @@ def test_a_finding_costs_every_kernel_task() -> None:
     findings, _ = check_sources(manifest, sources)
     kernel_tasks = {f.task for f in findings if f.group == "kernel_code"}
     assert {"flash_forward", "flash_gqa", "flash_speed"} <= kernel_tasks
-    assert all("triton.language.core" in f.code for f in findings)
+    assert all("triton.language.core" in f.code for f in findings if f.group == "kernel_code")
+    # the allow-list of modules sees the same line from the host's side: builtins is no module a submission uses
+    assert {(f.group, f.line) for f in findings if f.group != "kernel_code"} == {("evasion", 42)}

@@ -329,7 +329,7 @@ def test_a_backward_reading_lse_as_a_natural_log_is_diagnosed(course, tmp_path):
     that output names the mutant, not "See lecture §24" alone."""
     import importlib.util
 
-    from grader.pipeline.workspaces import patched
+    from grader.authoring.workspaces import patched
 
     from grader.harness.contract import load_launchers
     from grader.harness.diagnose import diagnose

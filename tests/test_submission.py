@@ -170,4 +170,4 @@ def test_a_batch_records_a_hand_in_without_the_files_as_its_problem(tmp_path):
     assert "it holds: work/attention.py" in error["error"]
     (line,) = summary.lines
     assert (line.student, line.outcome, line.total) == ("s017", "error", None)
-    assert line.change.startswith("not graded: SubmissionError: s017 holds none")
+    assert line.change.startswith("hand-in could not be read: SubmissionError: s017 holds none")
