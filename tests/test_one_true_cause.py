@@ -330,7 +330,6 @@ def test_a_backward_reading_lse_as_a_natural_log_is_diagnosed(course, tmp_path):
     import importlib.util
 
     from grader.authoring.workspaces import patched
-
     from grader.harness.contract import load_launchers
     from grader.harness.diagnose import diagnose
 
