@@ -179,7 +179,8 @@ def reference_problems(run: dict, pending_tasks: Iterable[str] = (), pending_tex
     return [f"seed {run['seed']}: {p}" for p in problems]
 
 
-STUB_WORDS = ("not implemented yet", "If the kernel's loop is still empty, write it")
+STUB_WORDS = ("not implemented yet", "If the kernel's loop is still empty, write it",
+              "is not written yet: it stored nothing")
 
 
 def stub_problems(run: dict, pending_tasks: Iterable[str] = ()) -> list[str]:

@@ -804,5 +804,7 @@ def test_filling_the_disk_at_import_costs_every_code_task(room: Classroom, level
     assert code[0].problem["at_import"] and code[0].problem["held_bytes"] >= code[0].problem["budget_bytes"] - (1 << 15)
     tasks = {t.task_id: t for t in result.score.tasks}
     assert tasks["double"].earned == tasks["normalize"].earned == 0
-    assert tasks["quiz"].earned == tasks["quiz"].points and not result.findings
+    assert tasks["quiz"].earned == tasks["quiz"].points
+    # the static check refuses a file opened where a task has a forbidden list (normalize's): a second line
+    assert [(f.task, f.group, f.line) for f in result.findings] == [("normalize", "evasion", 2)]
     room.untouched()

@@ -126,7 +126,8 @@ def test_a_second_run_skips_everything_and_duplicates_nothing(graded_class: Grad
     assert result.exit_code == 0, result.output
     assert re.search(r"graded\s*│\s*0\b", result.output)
     assert re.search(r"skipped \(already graded\)\s*│\s*30\b", result.output)
-    assert re.search(r"errors\s*│\s*2\b", result.output)  # errors are retried (and fail again)
+    assert re.search(r"hand-in problems \(not readable as a submission\)\s*│\s*2\b", result.output)  # tried again
+    assert re.search(r"grader errors\s*│\s*0\b", result.output)
     assert rows(graded_class.gradebook, "SELECT id, student_id, sha256, graded_at FROM submissions "
                                         "ORDER BY id") == before
     assert rows(graded_class.gradebook, "SELECT COUNT(*) FROM batch_errors") == [(2,)]

@@ -120,11 +120,12 @@ def test_a_course_week(tmp_path: Path, monkeypatch):
     assert table["s02"]["changed"] == "first grading; its files were in the folder my_solution/ inside the entry"
     assert table["s03"]["total"] == "90 / 100" and "s03-hw/" in table["s03"]["changed"]
     assert table["s04"]["total"] == "-" and table["s04"]["changed"].startswith(
-        "not graded: SubmissionError: s04.zip is not a valid zip file")
+        "hand-in could not be read: SubmissionError: s04.zip is not a valid zip file")
     assert table["s05"]["total"] == "75 / 100" and table["s05"]["late"] == "1 day(s): -25"
-    assert table["s10"]["changed"] == ("not graded: SubmissionError: s10 holds none of the assignment's files "
-                                       "(mini.py, answers.toml), at its top or up to 3 folders down; it holds: "
-                                       "notes.txt; hand in a folder, .zip or .ipynb with mini.py, answers.toml")
+    assert table["s10"]["changed"] == ("hand-in could not be read: SubmissionError: s10 holds none of the "
+                                       "assignment's files (mini.py, answers.toml), at its top or up to 3 folders "
+                                       "down; it holds: notes.txt; hand in a folder, .zip or .ipynb with mini.py, "
+                                       "answers.toml")
     with Gradebook(gradebook) as book:
         assert "s10" not in book.latest("mini")  # a recorded intake problem, not an official 0
         assert {e["student"] for e in book.errors("mini")} == {"s04", "s10"}

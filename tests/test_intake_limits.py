@@ -263,7 +263,9 @@ def test_batch_records_every_bad_entry_and_grades_the_good_ones(tmp_path: Path):
     total = len(expected) + 4
     assert re.search(rf"Batch mini: {total} submission\(s\)", result.output)
     assert re.search(r"graded\s*│\s*2\b", result.output)
-    assert re.search(rf"errors\s*│\s*{len(expected) + 1}\b", result.output)
+    handin = int(re.search(r"hand-in problems \(not readable as a submission\)\s*│\s*(\d+)", result.output)[1])
+    grader = int(re.search(r"grader errors\s*│\s*(\d+)", result.output)[1])
+    assert handin + grader == len(expected) + 1  # every bad entry, and the duplicate, is recorded as its error
     assert not re.search(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]", result.output)
     reports = course / ".grade" / "reports"
     assert sorted(p.relative_to(reports).as_posix() for p in reports.rglob("*.html")) == \

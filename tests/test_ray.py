@@ -104,7 +104,8 @@ def test_ray_gives_exactly_the_records_the_local_pool_gives(two_runs):
         assert diagnosed == set(expected.diagnoses), student
     assert ray_errors == local_errors and sorted(ray_errors) == ["s28", "s29"]
     for output in (local_output, ray_output):  # the same summary from either executor
-        assert re.search(r"graded\s*│\s*10\b", output) and re.search(r"errors\s*│\s*2\b", output)
+        assert re.search(r"graded\s*│\s*10\b", output) and re.search(r"grader errors\s*│\s*0\b", output)
+        assert re.search(r"hand-in problems \(not readable as a submission\)\s*│\s*2\b", output)
     # reports are written by the driver, into its own course; the nodes' copy is only read
     for student in GRADED:
         report = course / ".grade" / "reports" / student / f"{ASSIGNMENT}.html"
