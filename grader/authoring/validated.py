@@ -16,10 +16,11 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 
 from grader import __version__
 from grader.core.assignment import Assignment
+from grader.core.compat import UTC
 from grader.core.errors import ValidateRequired
 from grader.core.files import tree_digest, tree_files, write_atomic
 
