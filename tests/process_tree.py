@@ -79,6 +79,7 @@ class TreeRun:
                                        stdout=subprocess.PIPE, env=env, cwd=cwd)
         self.pid = int(self._line(120))
         self.code: int | None = None
+        self.temp = (env or {}).get("TMPDIR")  # the command's temporary folder, when the test chose one
 
     def _line(self, timeout: float) -> str:
         ready, _, _ = select.select([self.keeper.stdout], [], [], timeout)
@@ -163,7 +164,14 @@ def grading_in_a_sandbox(tree: TreeRun) -> bool:
     return any(p.command.startswith("bwrap ") or " -I -c " in f" {p.command} " for p in tree.processes())
 
 
+def sandbox_folders(temp: str | Path) -> list[str]:
+    """The sandbox templates' runtime and slot folders left in the temporary folder `temp`."""
+    return sorted(p.name for p in Path(temp).iterdir() if p.name.startswith(("grade-runtime-", "grade-slot-")))
+
+
 def stop_and_check(tree: TreeRun, signum: int, *, group: bool) -> str:
+    """Signal the command once it grades in a sandbox; check its exit code, that no process of its tree
+    remains and, when its environment names a TMPDIR, that no sandbox folder remains there."""
     tree.wait_for(lambda: grading_in_a_sandbox(tree), START_BOUND_S, "the command to grade in a sandbox")
     tree.signal(signum, group=group)
     code = tree.wait(EXIT_BOUND_S)
@@ -171,6 +179,8 @@ def stop_and_check(tree: TreeRun, signum: int, *, group: bool) -> str:
     expected = {signal.SIGINT: 130, signal.SIGTERM: 143}[signum]
     assert code == expected, (code, tree.stderr()[-3000:])
     tree.wait_for(lambda: not tree.processes(), GONE_BOUND_S, "every process of the command's tree to end")
+    if tree.temp is not None:
+        assert sandbox_folders(tree.temp) == []
     return tree.stderr()
 
 
@@ -178,6 +188,21 @@ def grade_command(course: Path, *args: str) -> list[str]:
     return [sys.executable, "-m", "grader.cli", "--course", str(course), *args]
 
 
-def environment() -> dict:
-    """The grader of this checkout, whatever folder the command runs in."""
-    return {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+def environment(temp: Path | None = None) -> dict:
+    """The grader of this checkout, whatever folder the command runs in; `temp`: its TMPDIR (a folder the
+    sandbox's uids can pass through, made here), so that what it leaves there can be checked."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    if temp is not None:
+        temp.mkdir(parents=True, exist_ok=True)
+        env["TMPDIR"] = str(temp)
+    return env
+
+
+def open_temp() -> Path:
+    """A fresh temporary folder under the system's, open for traversal to the sandbox's uids (unlike
+    pytest's tmp_path, under a folder of mode 700); the caller removes it."""
+    import tempfile
+
+    folder = Path(tempfile.mkdtemp(prefix="grade-test-tmp-", dir="/tmp"))
+    folder.chmod(0o755)
+    return folder

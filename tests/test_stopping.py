@@ -1,4 +1,6 @@
-"""Ctrl-C and SIGTERM stop a command within seconds and leave no process behind.
+"""Ctrl-C and SIGTERM stop a command within seconds and leave no process behind, nor any folder of its
+sandbox templates (a grading pool's workers end with os._exit, which skips atexit: each must close its
+templates itself).
 
 Each command runs as a real process under a child subreaper (tests/process_tree.py), so every
 process it starts, a grading pool's forkserver and workers and their sandboxes included, stays in
@@ -10,12 +12,14 @@ bounds are generous (a busy machine is slow); what is checked is that nothing is
 
 from __future__ import annotations
 
+import shutil
 import signal
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from class_builder import build_class
-from process_tree import TreeRun, environment, grade_command, stop_and_check
+from process_tree import TreeRun, environment, grade_command, open_temp, sandbox_folders, stop_and_check
 
 from tests.conftest import copy_mini_course
 
@@ -27,12 +31,20 @@ def course(tmp_path: Path) -> Path:
     return target
 
 
+@pytest.fixture
+def temp() -> Iterator[Path]:
+    """The command's TMPDIR, checked for sandbox folders left behind."""
+    folder = open_temp()
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
+
+
 @pytest.mark.sandbox
 @pytest.mark.slow
 @pytest.mark.parametrize("signum, group", [(signal.SIGINT, True), (signal.SIGTERM, False)],
                          ids=["ctrl-c to the process group", "sigterm to the command"])
-def test_validate_stops_and_leaves_no_process(course: Path, tmp_path: Path, signum: int, group: bool):
-    tree = TreeRun(grade_command(course, "validate", "mini", "--jobs", "2"), env=environment(), cwd=str(tmp_path),
+def test_validate_stops_and_leaves_no_process(course: Path, tmp_path: Path, temp: Path, signum: int, group: bool):
+    tree = TreeRun(grade_command(course, "validate", "mini", "--jobs", "2"), env=environment(temp), cwd=str(tmp_path),
                    folder=str(tmp_path))
     try:
         said = stop_and_check(tree, signum, group=group)
@@ -48,13 +60,14 @@ def test_validate_stops_and_leaves_no_process(course: Path, tmp_path: Path, sign
 @pytest.mark.slow
 @pytest.mark.parametrize("signum, group", [(signal.SIGTERM, False), (signal.SIGINT, True)],
                          ids=["sigterm to the command", "ctrl-c to the process group"])
-def test_batch_stops_keeps_what_it_recorded_and_leaves_no_process(tmp_path: Path, signum: int, group: bool):
+def test_batch_stops_keeps_what_it_recorded_and_leaves_no_process(tmp_path: Path, temp: Path, signum: int,
+                                                                  group: bool):
     from class_builder import STUDENTS
 
     course, submissions = build_class(tmp_path, STUDENTS[:6])
     gradebook = tmp_path / "gb.sqlite"
     tree = TreeRun(grade_command(course, "batch", "mini", str(submissions), "--jobs", "2", "--gradebook",
-                                 str(gradebook), "--allow-weak-sandbox"), env=environment(), cwd=str(tmp_path),
+                                 str(gradebook), "--allow-weak-sandbox"), env=environment(temp), cwd=str(tmp_path),
                    folder=str(tmp_path))
     try:
         said = stop_and_check(tree, signum, group=group)
@@ -69,12 +82,30 @@ def test_batch_stops_keeps_what_it_recorded_and_leaves_no_process(tmp_path: Path
 
 @pytest.mark.sandbox
 @pytest.mark.slow
-def test_submit_stops_on_sigterm_and_closes_its_sandbox(course: Path, tmp_path: Path):
+def test_submit_stops_on_sigterm_and_closes_its_sandbox(course: Path, tmp_path: Path, temp: Path):
     tree = TreeRun(grade_command(course, "submit", "mini", "--workspace", str(course / "reference" / "mini"),
-                                 "--student", "ada", "--allow-weak-sandbox"), env=environment(), cwd=str(tmp_path),
+                                 "--student", "ada", "--allow-weak-sandbox"), env=environment(temp), cwd=str(tmp_path),
                    folder=str(tmp_path))
     try:
         said = stop_and_check(tree, signal.SIGTERM, group=False)
     finally:
         tree.close()
     assert "stopped by SIGTERM" in said and not (course / ".grade" / "gradebook.sqlite").exists()
+
+
+@pytest.mark.sandbox
+@pytest.mark.slow
+def test_a_finished_batch_leaves_no_sandbox_folder(tmp_path: Path, temp: Path):
+    from class_builder import STUDENTS
+
+    course, submissions = build_class(tmp_path, STUDENTS[:3])
+    tree = TreeRun(grade_command(course, "batch", "mini", str(submissions), "--jobs", "2", "--gradebook",
+                                 str(tmp_path / "gb.sqlite"), "--allow-weak-sandbox"),
+                   env=environment(temp), cwd=str(tmp_path), folder=str(tmp_path))
+    try:
+        code = tree.wait(600)
+        assert code == 0, tree.stderr()[-3000:]
+        tree.wait_for(lambda: not tree.processes(), 120, "every process of the command's tree to end")
+    finally:
+        tree.close()
+    assert sandbox_folders(temp) == []

@@ -36,6 +36,7 @@ from concurrent.futures.process import BrokenProcessPool
 from grader.core.assignment import Assignment
 from grader.pipeline.executor import ExecutorBroken
 from grader.pipeline.jobs import GradingJob, JobResult, run_job, warm_process
+from grader.sandbox.template import Zygote
 
 STOP_GRACE_S = 5.0  # a stopped worker's time to close its sandbox before it is killed
 IDLE_EXIT_S = 1.0  # an idle worker's time to exit when told to, before it is stopped
@@ -66,10 +67,16 @@ class WorkerStopping(BaseException):
 _in_job = False  # this worker is running a job now (a SIGTERM then unwinds it first)
 
 
+def _exit_worker(code: int) -> None:
+    """End this worker now, closing its sandbox templates first (os._exit skips every exit hook)."""
+    Zygote.close_all()
+    os._exit(code)
+
+
 def _on_sigterm(signum: int, _frame) -> None:
     if _in_job:
         raise WorkerStopping()
-    os._exit(128 + signum)
+    _exit_worker(128 + signum)
 
 
 def _watch_parent(parent_pid: int) -> None:
@@ -91,7 +98,7 @@ def _watch_parent(parent_pid: int) -> None:
                 break
     os.kill(os.getpid(), signal.SIGTERM)
     time.sleep(STOP_GRACE_S)
-    os._exit(128 + signal.SIGTERM)
+    _exit_worker(128 + signal.SIGTERM)
 
 
 def start_worker(assignment: Assignment | None, parent_pid: int | None = None) -> None:
@@ -110,7 +117,7 @@ def run_in_worker(job: GradingJob) -> JobResult:
     try:
         return run_job(job)
     except WorkerStopping:
-        os._exit(128 + signal.SIGTERM)
+        _exit_worker(128 + signal.SIGTERM)
     finally:
         _in_job = False
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import atexit
 import json
+import multiprocessing.util
 import os
 import shutil
 import socket
@@ -124,6 +125,7 @@ class Zygote:
             if zygote is not None:
                 zygote.close()
             zygote = cls._running[key] = cls(use_gpu, namespaced, uid_range)
+            _close_at_exit()
         return zygote
 
     def spawn(self, message: dict, fds: list[int], deadline: float) -> int | None:
@@ -179,6 +181,20 @@ class Zygote:
         for zygote in cls._running.values():
             zygote.close()
         cls._running.clear()
+
+
+_exit_hook_pid: int | None = None  # the process whose multiprocessing exit hook closes its templates
+
+
+def _close_at_exit() -> None:
+    """Close this process's templates however it exits normally: atexit for a command, and
+    multiprocessing's own exit hook for a pool worker (which ends with os._exit, skipping atexit), so
+    that no template's runtime folder, slot folder or uid outlives the process that started it. (A
+    worker stopped by a signal closes them itself: grader.pipeline.local_pool.)"""
+    global _exit_hook_pid
+    if _exit_hook_pid != os.getpid():
+        multiprocessing.util.Finalize(None, Zygote.close_all, exitpriority=10)
+        _exit_hook_pid = os.getpid()
 
 
 atexit.register(Zygote.close_all)
