@@ -14,6 +14,7 @@ import multiprocessing
 import os
 import random
 import statistics
+import sys
 import time
 
 import pytest
@@ -98,6 +99,32 @@ def test_honest_kernel_is_verified_and_slow_one_costs_its_time(tmp_path):
     result = compare_speed(slow, "add", add, CASE, device="cpu", protocol=TWO, seed=1)
     assert result.verified and result.student.median_ms >= 4.0 and result.ratio > 2.0
     assert result.student.n == 2 and result.reference.n == 2
+
+
+def test_the_students_own_keywords_reach_the_student_only(tmp_path):
+    """A launcher's timed=True (its outputs allocated as the reference's are) goes to the student's
+    side; the reference, which has no such keyword, never sees it."""
+    student = runner_for(tmp_path, "def add(a, b, timed=False):\n    assert timed\n    return a + b\n")
+    case = TimingCase(shapes=(SHAPE, SHAPE), dtype="float32", kwargs={}, student_kwargs={"timed": True})
+    result = compare_speed(student, "add", add, case, device="cpu", protocol=TWO, seed=1)
+    assert result.verified and result.problems == ()
+
+
+def test_the_timed_launch_of_assignment3_computes_what_the_checked_one_does(monkeypatch):
+    """contract.launch_forward(timed=True) skips only the NaN fill: the same output, bit for bit, from
+    the reference solution's kernel (Triton's interpreter on the CPU)."""
+    pytest.importorskip("triton")
+    from content_harness import load_file
+
+    from tests.conftest import ROOT
+
+    monkeypatch.setitem(sys.modules, "flash", load_file(ROOT / "reference" / "assignment3" / "flash.py", "flash"))
+    contract = load_file(ROOT / "assignments" / "assignment3" / "contract.py", "contract")
+    generator = torch.Generator().manual_seed(3)
+    q, k, v = (torch.randn(1, 2, 40, 16, generator=generator) for _ in range(3))  # [B, H, N, D] each
+    checked = contract.launch_forward(q, k, v, causal=True)
+    timed = contract.launch_forward(q, k, v, causal=True, timed=True)
+    assert torch.equal(checked, timed) and not torch.isnan(timed).any()
 
 
 def test_a_patched_timer_in_the_student_changes_nothing(tmp_path):

@@ -1,23 +1,26 @@
 """One timed block of calls, run the same way for the student and the reference.
 
-The student's block runs in the sandbox worker and the reference's in the
-trusted process, through this one function, so both pay exactly the same
-overheads. What decides points is measured outside the worker (grader.harness.timing):
-the trusted process's wall clock around the whole block request, and a check
-of the outputs. This module only makes the work honest to do and hard to skip:
+The student's block runs in the sandbox worker and the reference's in the trusted
+process (a process of its own: a student's kernel never shares a CUDA context with
+the reference's outputs), through this one function, so both pay exactly the same
+overheads. What decides points is computed outside the worker (grader.harness.timing);
+this module only times the calls and makes the work honest to do and hard to skip:
 
 - Inputs are fresh for every call: views at random offsets into a seeded
   random pool (`make_pool`), so no two calls see the same tensors and no
   output can be cached by identity or content. Offsets are chosen by the
   trusted side and arrive with the request.
-- The L2 cache is flushed before every call on a GPU.
+- The L2 cache is flushed before every call on a GPU, before its start event:
+  outside the timed region.
+- Each call is timed on its own: between two CUDA events on a GPU, by the
+  process's clock on the CPU (`Block.event_ms`). grader.harness.timing believes a
+  worker's figures only from the kernel worker, and never beyond the trusted
+  clock around the whole block.
 - Every output is kept until the next block, and the block returns one
   checksum per output: its float64 dot product with a seeded random vector.
   The checksums need every output finished, so the worker cannot answer
   before its GPU work is done; the trusted side compares them with the
-  reference's and asks for a few whole outputs, chosen afterwards.
-- CUDA events time each call inside the block: a refinement that is shown,
-  but that never beats the trusted wall clock.
+  reference's and asks for a few outputs (or spans of them), chosen afterwards.
 """
 
 from __future__ import annotations

@@ -2,7 +2,8 @@
 course_kernels.flash_attention.attention, on the same device in the same run and in the
 same mode (both compiled on a GPU, both in Triton's interpreter with
 `--timing-device cpu`). What is timed is the student's `_flash_fwd_kernel`, launched
-by the contract's launch_forward in the kernel worker: never torch host code.
+by the contract's launch_forward(timed=True) in the kernel worker (its outputs allocated as
+the reference kernel allocates its own, without the NaN fill): never torch host code.
 
 The timing protocol (grader.harness.timing) decides: fresh inputs for every call, each
 call's own time (CUDA events on a GPU, the L2 cache flushed before each call), paired
@@ -40,7 +41,8 @@ def test_speed_against_the_reference_kernel(check, case_id):
     batch, heads, n, head_dim, causal = gpu_case if device == "cuda" else cpu_case
     shape = (batch, heads, n, head_dim)
     case = TimingCase(shapes=(shape, shape, shape), dtype="float16" if device == "cuda" else "float32",
-                      kwargs={"causal": causal}, flops=attention_flops(batch, heads, n, head_dim, causal))
+                      kwargs={"causal": causal}, flops=attention_flops(batch, heads, n, head_dim, causal),
+                      student_kwargs={"timed": True})  # outputs allocated as the reference's are: no NaN fill
     q, k, v = inputs_for(case, device, seed=check.seed)
     out = check.call(FLASH, q, k, v, causal=causal)
     check.compare(out, attention(q, k, v, causal), what="your _flash_fwd_kernel's output", section="§24")
