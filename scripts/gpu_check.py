@@ -27,6 +27,7 @@ anything was skipped; the archive holds every log, results.json and report.
 from __future__ import annotations
 
 import json
+import math
 import os
 import shutil
 import statistics
@@ -327,7 +328,9 @@ def _grading(check: Check, level_ok: bool) -> list[dict]:
         step["expectation"] = f"{'as expected' if ok else 'NOT as expected'}: {expected}"
         step["as_expected"] = ok
         results.append({"name": name, "score": data.get("score"), "tasks": tasks, "timing": timing_rows(data),
-                        "sandbox_level": (data.get("extra_data") or {}).get("sandbox_level")})
+                        "sandbox_level": (data.get("extra_data") or {}).get("sandbox_level"),
+                        "ratios": {entry["name"].split(":")[0]: float(entry["value"])
+                                   for entry in data.get("leaderboard") or [] if "reference" in entry["name"]}})
     return results
 
 
@@ -343,6 +346,37 @@ def _bench_line(row: dict) -> str:
     by_do_bench = f"{ours['tflops'] * ours['ms'] / do_bench:.1f}" if do_bench and "ms" in ours else "-"
     return (f"| {row['dtype']} | {row['D']} | {row['causal']} | {row['N']} | {_cell(row, 'reference')} | "
             f"{by_do_bench} | {_cell(row, 'sdpa_flash')} | {_cell(row, 'sdpa_cudnn')} | {relative} |")
+
+
+def calibration(ratios: dict[str, float], thresholds: list[tuple[float, float]]) -> list[str]:
+    """Whether the reference solution (reference/assignment3/flash.py: what a student can write from the
+    handout) earns full speed points at each timed shape, and if not, the first threshold that would
+    give it them with a tenth to spare: `ratios` maps a timed test to its time / the reference
+    kernel's; `thresholds` are flash_speed's [ratio, fraction] pairs from the manifest."""
+    if not ratios:
+        return ["not measured: no verified GPU timing of the reference solution (see the steps)"]
+    first = thresholds[0][0]
+    lines = ["| timed test | reference solution / reference kernel | full speed points (ratio ≤ "
+             f"{first:g}) |", "|---|---|---|"]
+    lines += [f"| {name} | {ratio:.3f} | {'yes' if ratio <= first else 'no'} |"
+              for name, ratio in sorted(ratios.items())]
+    worst = max(ratios.values())
+    if worst <= first:
+        lines += ["", f"calibrated: the handout's solution earns every speed point (worst ratio {worst:.3f} ≤ "
+                      f"{first:g})"]
+    else:
+        suggested = math.ceil(worst * 1.1 * 20) / 20  # a tenth of room, to the next 0.05
+        lines += ["", f"NOT calibrated: the handout's solution runs at {worst:.3f}× the reference kernel, above the "
+                      f"first threshold {first:g}; set flash_speed's first threshold to {suggested:g} in "
+                      f"assignments/assignment3/assignment.toml (and the handout's table), or speed up the solution"]
+    return lines
+
+
+def _speed_thresholds() -> list[tuple[float, float]]:
+    from grader.core.manifest import load_manifest
+
+    task = load_manifest(ROOT / "assignments" / "assignment3" / "assignment.toml").task("flash_speed")
+    return [(t.ratio, t.fraction) for t in task.speed]
 
 
 def _summary(check: Check, env_text: str, smi_before: str, smi_after: str, sandbox_text: str, grading: list[dict],
@@ -394,6 +428,9 @@ def _summary(check: Check, env_text: str, smi_before: str, smi_after: str, sandb
         for row in result["timing"]:
             points = "pending" if row["pending"] else f"{row['score']:g}/{row['max']:g}"
             lines.append(f"  - {row['name'].split('::')[-1]}: {points}: {row['detail'][:240]}")
+    lines += ["", "## Calibration: flash_speed's thresholds against the handout's solution", ""]
+    reference = next((r for r in grading if r.get("name") == "reference" and "tasks" in r), None)
+    lines += calibration(reference["ratios"] if reference else {}, _speed_thresholds())
     return "\n".join(lines) + "\n"
 
 

@@ -53,6 +53,27 @@ def test_the_summary_shows_a_pending_timing_test(tmp_path, capsys):
     assert tasks["flash_forward"]["score"] == tasks["flash_forward"]["max"] == 2.0
 
 
+def test_calibration_says_whether_the_handouts_solution_earns_full_speed_points():
+    """The summary's calibration: the reference solution's ratio per timed shape against the first
+    threshold, and where it is above, the threshold that would give it full points."""
+    sys.path.insert(0, str(ROOT / "scripts"))
+    sys.dont_write_bytecode = True
+    try:
+        import gpu_check
+    finally:
+        sys.path.remove(str(ROOT / "scripts"))
+    thresholds = gpu_check._speed_thresholds()
+    assert thresholds[0] == (1.25, 1.0)  # the manifest's first threshold, read from assignment.toml
+    held = gpu_check.calibration({"test_speed[long]": 1.08, "test_speed[long_causal_d128]": 1.21}, thresholds)
+    assert held[-1] == "calibrated: the handout's solution earns every speed point (worst ratio 1.210 ≤ 1.25)"
+    assert "| test_speed[long] | 1.080 | yes |" in held
+    missed = gpu_check.calibration({"test_speed[long]": 1.08, "test_speed[long_causal_d128]": 1.42}, thresholds)
+    assert "| test_speed[long_causal_d128] | 1.420 | no |" in missed
+    assert missed[-1].startswith("NOT calibrated: the handout's solution runs at 1.420× the reference kernel")
+    assert "set flash_speed's first threshold to 1.6 " in missed[-1]  # 1.42 × 1.1 = 1.562, up to 1.6
+    assert gpu_check.calibration({}, thresholds)[0].startswith("not measured")
+
+
 @pytest.mark.slow
 @pytest.mark.sandbox
 def test_the_gpu_check_without_a_gpu_runs_every_other_step(tmp_path):
@@ -78,6 +99,8 @@ def test_the_gpu_check_without_a_gpu_runs_every_other_step(tmp_path):
     assert steps["sandbox"]["status"] == "ok" and "- cuda: no CUDA device on this host" in summary
     assert steps["grade_reference"]["status"] == "ok" and steps["grade_reference"]["as_expected"], summary
     assert steps["grade_wrong"]["status"] == "ok" and steps["grade_wrong"]["as_expected"], summary
+    assert "## Calibration: flash_speed's thresholds against the handout's solution" in summary
+    assert "not measured: no verified GPU timing of the reference solution" in summary  # CPU timing is not used
     assert steps["grade_slow"]["status"] == "skipped"
     assert steps["kernel_tests"]["status"] == "ok", summary
     assert "CPU-timed" in summary  # the reference's speed test ran the protocol end to end on the CPU
