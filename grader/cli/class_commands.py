@@ -101,32 +101,14 @@ def override(course: Course, assignment: str, student: str, task_id: str | None,
     Audited (who, when, why, the total before and after), applied to the latest grading,
     so it survives regrades; shown in grade report and the exports. --clear ends it (kept in the audit)."""
     from grader.cli.console import print_overrides
-    from grader.pipeline.staff import clear_override, set_override
+    from grader.pipeline.staff import OverrideRequest, apply_override
 
-    if clear and (points is not None or total is not None):
-        raise click.UsageError("--clear takes no --points or --total: --clear --task ID ends a task's override, "
-                               "--clear alone the total's")
-    if total is not None and (task_id is not None or points is not None):
-        raise click.UsageError("--total X sets the total; a task's points are --task ID --points X")
-    if points is not None and task_id is None:  # scripts written before --total existed: still the total
-        total, points = points, None
-    if task_id is not None and not clear and points is None:
-        raise click.UsageError(f"give the points of task {task_id}: --points X")
-    if not clear and points is None and total is None:
-        raise click.UsageError("give --task ID --points X (a task) or --total X (the total) to set an override, "
-                               "or --clear to end one")
-    if all_tasks and not clear:
-        raise click.UsageError("--all-tasks goes with --clear")
-    points = total if total is not None else points
+    request = OverrideRequest.from_options(task_id, points, total, clear, all_tasks)
     with _existing_gradebook(course, gradebook_path) as book:
-        if clear:
-            records = clear_override(load_assignment(course, assignment), book, student, reason, task_id=task_id,
-                                     every_task=all_tasks, author=author)
-            click.echo(f"cleared {len(records)} override(s) of {student} in {assignment}")
-        else:
-            records = [set_override(load_assignment(course, assignment), book, student, points, reason,
-                                    task_id=task_id, author=author)]
-        print_overrides(records)
+        records = apply_override(load_assignment(course, assignment), book, student, request, reason, author)
+    if request.clear:
+        click.echo(f"cleared {len(records)} override(s) of {student} in {assignment}")
+    print_overrides(records)
 
 
 @main.command()
@@ -236,18 +218,15 @@ def replay(course: Course, assignment: str, student: str, files: str | None, rec
     Exit 0 when the replay is identical, 1 when anything differs (said with what could explain it:
     versions, a changed hidden test or reference, the sandbox level, timing measured again)."""
     from grader.cli.console import ActivityProgress, print_replay
-    from grader.pipeline.record import GradebookRow, HtmlReport
+    from grader.pipeline.replay import recording_sinks
     from grader.pipeline.replay import replay as replay_grading
 
     interpret_kernels_without_gpu()
     assigned = load_assignment(course, assignment)
-    report = course.report_path(student, assignment)
-    with _existing_gradebook(course, gradebook_path) as book:
-        sinks = ([HtmlReport(report, course.templates_dir), GradebookRow(book, "replayed (grade replay)")]
-                 if record else [])
-        with ActivityProgress(f"replaying {assignment} for {student}") as activity:
-            replayed = replay_grading(assigned, book, student, files=files, sinks=sinks, protected=(str(report),),
-                                      allow_weak_sandbox=allow_weak_sandbox, progress=activity)
+    with _existing_gradebook(course, gradebook_path) as book, \
+            ActivityProgress(f"replaying {assignment} for {student}") as activity:
+        replayed = replay_grading(assigned, book, student, files=files, allow_weak_sandbox=allow_weak_sandbox,
+                                  sinks=recording_sinks(assigned, book, student) if record else (), progress=activity)
     print_replay(replayed)
     if not replayed.identical:
         sys.exit(1)
@@ -257,6 +236,20 @@ def everyone_option(command):
     return click.option("--everyone", is_flag=True,
                         help="Also the students graded but not on the roster (default: the roster's students; "
                              "without a roster, everyone graded).")(command)
+
+
+def _say_export(done, assignment: str) -> None:
+    """What an export did (grader.render.exports.ExportDone): the table itself on stdout, the rest on stderr."""
+    if done.folder is not None:
+        click.echo(f"{len(done.written)} results.json file(s) under {done.folder}")
+    elif done.table is not None:
+        click.echo(done.table, nl=False)
+    else:
+        click.echo(f"{done.fmt}: {done.written[0]}", err=True)
+    _say_left_out(done.left_out, assignment, "grade export")
+    if done.without_email:
+        click.echo(f"{len(done.without_email)} row(s) have no email address ({', '.join(done.without_email)}): in "
+                   f"Moodle, map 'ID number' or 'Username' to the user, or import a roster with their emails", err=True)
 
 
 def _say_left_out(left_out: tuple[str, ...], assignment: str, command: str) -> None:
@@ -303,27 +296,8 @@ def export(course: Course, assignment: str, fmt: str, out: str | None, column: s
            gradebook_path: str | None) -> None:
     """Grades for a spreadsheet or LMS, or per-student Gradescope results.json files (as they stand:
     extensions and overrides applied), for the roster's students."""
-    from grader.render.exports import (
-        export_gradescope,
-        export_table,
-        gradescope_folder,
-        left_out,
-        rows_without_email,
-        write_csv,
-    )
+    from grader.render.exports import export_grades
 
-    assigned = load_assignment(course, assignment)
     with _existing_gradebook(course, gradebook_path) as book:
-        if fmt == "gradescope":
-            folder = gradescope_folder(assigned, out)
-            written = export_gradescope(assigned, book, folder, everyone)
-            click.echo(f"{len(written)} results.json file(s) under {folder}")
-        elif out is None:
-            click.echo(export_table(assigned, book, fmt, column, everyone), nl=False)
-        else:
-            click.echo(f"{fmt}: {write_csv(assigned, book, out, fmt, column, everyone)}", err=True)
-        _say_left_out(left_out(assigned, book, everyone), assignment, "grade export")
-        no_email = rows_without_email(assigned, book, everyone) if fmt == "moodle" else []
-        if no_email:
-            click.echo(f"{len(no_email)} row(s) have no email address ({', '.join(no_email)}): in Moodle, map "
-                       f"'ID number' or 'Username' to the user, or import a roster with their emails", err=True)
+        done = export_grades(load_assignment(course, assignment), book, fmt, out, column, everyone)
+    _say_export(done, assignment)

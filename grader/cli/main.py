@@ -22,7 +22,7 @@ import click
 
 from grader.core.compat import NoTimeZone, parse_zoned
 from grader.core.course import Course, find_course
-from grader.core.errors import GraderError, SandboxRefused
+from grader.core.errors import GraderError, OptionsConflict, SandboxRefused
 from grader.core.text import one_line
 
 SELF_CHECK_STUDENT = "self-check"  # `grade check` records nothing, so it needs no real student id
@@ -41,6 +41,8 @@ def library_errors(command):
     def wrapper(*args, **kwargs):
         try:
             return command(*args, **kwargs)
+        except OptionsConflict as exc:
+            raise click.UsageError(str(exc)) from exc
         except GraderError as exc:
             raise GradeCommandError(exc) from exc
 

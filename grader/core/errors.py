@@ -51,6 +51,10 @@ class StaffActionRefused(GraderError):
     """An override or extension that cannot be recorded (unknown task, points out of range...)."""
 
 
+class OptionsConflict(GraderError):
+    """A command's options that do not go together, or one that needs another (the CLI shows the usage)."""
+
+
 class ReleaseLeak(GraderError):
     """A student bundle would contain instructor-only material."""
 

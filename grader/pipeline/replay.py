@@ -34,7 +34,7 @@ from grader.core.records import GradeResult, Score, TestOutcome
 from grader.core.scoring import test_scores
 from grader.intake.submission import Submission
 from grader.pipeline.grading import GradeRequest
-from grader.pipeline.record import Sink, grade_and_record
+from grader.pipeline.record import GradebookRow, HtmlReport, Sink, grade_and_record
 from grader.render.standing import Standing, standing_for, standing_of
 from grader.sandbox.isolation import SandboxSwitches
 from grader.storage.gradebook import Gradebook, SubmissionRecord
@@ -192,19 +192,29 @@ def version_changes(recorded: dict, now: dict) -> dict[str, tuple[str | None, st
     return {n: (recorded.get(n), now.get(n)) for n in names if recorded.get(n) != now.get(n)}
 
 
+def recording_sinks(assignment: Assignment, book: Gradebook, student: str) -> list[Sink]:
+    """Where `grade replay --record` puts a replay: the student's report at its usual place, and a new
+    grading row in `book` saying it was replayed."""
+    course = assignment.course
+    return [HtmlReport(course.report_path(student, assignment.id), course.templates_dir),
+            GradebookRow(book, "replayed (grade replay)")]
+
+
 def replay(assignment: Assignment, book: Gradebook, student: str, *, files: str | None = None,
            sinks: Sequence[Sink] = (), protected: tuple[str, ...] = (), allow_weak_sandbox: bool = False,
            progress: Callable[[str], None] | None = None) -> Replay:
     """Grade a recorded submission again as it was graded and compare (see the module docstring).
 
     `files`: a sha256 prefix of the submission to replay (default: the student's latest). `sinks`:
-    where the replay's result goes (grader.pipeline.record; none: nothing is written). The
-    gradebook's path is always kept from the worker, with `protected`."""
+    where the replay's result goes (grader.pipeline.record, e.g. `recording_sinks`; none: nothing is
+    written). The gradebook's path and the student's report are always kept from the worker, with
+    `protected`."""
     record = choose_record(book, assignment.id, student, files)
     submission = stored_submission(book, record, assignment.manifest.files)
     level = record.result.isolation_level
     at_level = replace(assignment, switches=recorded_switches(level, assignment.switches))
-    request = replay_request(record, (str(book.path), *protected), allow_weak_sandbox)
+    report = assignment.course.report_path(student, assignment.id)
+    request = replay_request(record, (str(book.path), str(report), *protected), allow_weak_sandbox)
     stands = standing_for(assignment.manifest, book, student)
     if stands is not None and stands.record.sha256 != record.sha256:
         stands = None  # an earlier submission: no decision applies to it

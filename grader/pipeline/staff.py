@@ -18,7 +18,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 from grader.core.assignment import Assignment
-from grader.core.errors import StaffActionRefused
+from grader.core.errors import OptionsConflict, StaffActionRefused
 from grader.core.manifest import Manifest
 from grader.core.scoring import check_override
 from grader.core.student_ids import check_student_id
@@ -74,6 +74,46 @@ def after_grading(assignment: Assignment, book: Gradebook, student: str) -> list
         return []
     refresh_report(assignment, book, student)
     return [lowered.staff_line() for lowered in standing.lowered]
+
+
+@dataclass(frozen=True)
+class OverrideRequest:
+    """What `grade override` was asked: set `points` on a task (`task_id`) or the total (None), or clear."""
+
+    task_id: str | None
+    points: float | None  # None when clearing
+    clear: bool = False
+    every_task: bool = False  # clearing: every task's override and the total's
+
+    @classmethod
+    def from_options(cls, task_id: str | None, points: float | None, total: float | None, clear: bool,
+                     every_task: bool) -> OverrideRequest:
+        """The request the command's options make, or OptionsConflict saying which do not go together.
+        `--points X` without `--task` sets the total (as before `--total` existed)."""
+        if clear and (points is not None or total is not None):
+            raise OptionsConflict("--clear takes no --points or --total: --clear --task ID ends a task's override, "
+                                  "--clear alone the total's")
+        if total is not None and (task_id is not None or points is not None):
+            raise OptionsConflict("--total X sets the total; a task's points are --task ID --points X")
+        if points is not None and task_id is None:
+            total, points = points, None
+        if task_id is not None and not clear and points is None:
+            raise OptionsConflict(f"give the points of task {task_id}: --points X")
+        if not clear and points is None and total is None:
+            raise OptionsConflict("give --task ID --points X (a task) or --total X (the total) to set an override, "
+                                  "or --clear to end one")
+        if every_task and not clear:
+            raise OptionsConflict("--all-tasks goes with --clear")
+        return cls(task_id, total if total is not None else points, clear, every_task)
+
+
+def apply_override(assignment: Assignment, book: Gradebook, student: str, request: OverrideRequest, reason: str,
+                   author: str | None = None) -> list[OverrideRecord]:
+    """Carry out `request`: the override set (one record), or those cleared."""
+    if request.clear:
+        return clear_override(assignment, book, student, reason, task_id=request.task_id,
+                              every_task=request.every_task, author=author)
+    return [set_override(assignment, book, student, request.points, reason, task_id=request.task_id, author=author)]
 
 
 def set_override(assignment: Assignment, book: Gradebook, student: str, points: float,

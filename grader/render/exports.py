@@ -42,7 +42,7 @@ from __future__ import annotations
 
 import csv
 import io
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from grader.core.assignment import Assignment
@@ -249,3 +249,31 @@ def export_gradescope(assignment: Assignment, book: Gradebook, out_dir: str | Pa
         result = replace(standing.record.result, score=standing.score)  # as it stands: extension, overrides
         written.append(write_atomic(path, results_text(gradescope_results(result))))
     return written
+
+
+@dataclass(frozen=True)
+class ExportDone:
+    """What one export did, as data for the command to say."""
+
+    fmt: str
+    written: tuple[Path, ...]  # the files written: one table, or a results.json per student
+    folder: Path | None  # where the Gradescope files went (None for a table)
+    table: str | None  # the table's text, when it was not written to a file
+    left_out: tuple[str, ...]  # ids graded but not on the roster, left out without `everyone`
+    without_email: tuple[str, ...]  # Moodle rows without an email address
+
+
+def export_grades(assignment: Assignment, book: Gradebook, fmt: str, out: str | Path | None = None,
+                  column: str | None = None, everyone: bool = False) -> ExportDone:
+    """`grade export`: Gradescope results.json files under `out` (or gradescope_folder's default), else
+    the table of `fmt` written to `out`, or returned as text when `out` is None."""
+    folder, table, written = None, None, []
+    if fmt == "gradescope":
+        folder = gradescope_folder(assignment, out)
+        written = export_gradescope(assignment, book, folder, everyone)
+    elif out is None:
+        table = export_table(assignment, book, fmt, column, everyone)
+    else:
+        written = [write_csv(assignment, book, out, fmt, column, everyone)]
+    without_email = rows_without_email(assignment, book, everyone) if fmt == "moodle" else []
+    return ExportDone(fmt, tuple(written), folder, table, left_out(assignment, book, everyone), tuple(without_email))
