@@ -30,6 +30,26 @@ def copy_mini_course(target: Path) -> Path:
     return target
 
 
+COURSE_PARTS = ("assignments", "reference", "course_kernels", "lecture", "course.toml")
+
+
+def copy_course(target: Path, parts: tuple[str, ...] = COURSE_PARTS) -> Path:
+    """A private copy of `parts` of the real course at `target` (caches and grader state left out): the
+    one way a test gets the real course to change or grade in. A part is a folder or file of the course
+    root, or one assignment's folder ("reference/assignment1": the reference package's __init__.py
+    comes with it)."""
+    for part in parts:
+        source = ROOT / part
+        if source.is_dir():
+            shutil.copytree(source, target / part, ignore=shutil.ignore_patterns("__pycache__", ".grade"))
+        elif source.is_file():
+            (target / part).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(source, target / part)
+        if part.startswith("reference/"):
+            shutil.copyfile(ROOT / "reference" / "__init__.py", target / "reference" / "__init__.py")
+    return target
+
+
 # The lanes (README): the fast lane deselects these marks. A test that grades in a real
 # sandbox worker, or hands jobs to a grading pool, must say so with `sandbox` (or `ray`), and one
 # whose own code starts a subprocess (a command, pip, a browser) with `slow` (or `browser`); the

@@ -25,7 +25,7 @@ import pytest
 
 from grader.core.course import Course
 from grader.storage.gradebook import Gradebook
-from tests.conftest import ROOT, assignment_of, grade_workspace
+from tests.conftest import ROOT, assignment_of, copy_course, grade_workspace
 from tests.test_attacks import ANSWERS, Classroom, attacker_processes, tree_digest
 
 pytestmark = [pytest.mark.sandbox]
@@ -528,10 +528,7 @@ FINDING_WORDS["kernel_body_uses_tl_rebound_by_a_constant"] = "binds again"
 @pytest.fixture
 def course_copy(tmp_path) -> Course:
     """A private copy of the real course (assignment 3 and the instructor's kernels)."""
-    root = tmp_path / "course"
-    for folder in ("assignments", "reference", "course_kernels"):
-        shutil.copytree(ROOT / folder, root / folder, ignore=shutil.ignore_patterns("__pycache__"))
-    return Course(root)
+    return Course(copy_course(tmp_path / "course", ("assignments", "reference", "course_kernels")))
 
 
 @pytest.mark.slow
@@ -556,6 +553,10 @@ def test_kernel_tasks_earn_only_what_the_grader_launched(tmp_path, course_copy: 
         findings = {(f.task, f.group) for f in result.findings}
         assert ("flash_forward", "kernel_code") in findings and ("flash_gqa", "kernel_code") in findings
         assert ("flash_speed", "kernel_code") in findings
+        speed_outcomes = [o for o in result.outcomes if o.task == "flash_speed"]  # never timed: it cannot earn
+        assert speed_outcomes and all("timing" not in o.detail for o in speed_outcomes), speed_outcomes
+        assert all(o.status == "failed" or o.message.startswith("not timed: a finding of the static check")
+                   for o in speed_outcomes), speed_outcomes
     if name in FINDING_WORDS:  # the finding names what the kernel reached, and nothing ran
         kernel_findings = [f for f in result.findings if f.task == "flash_forward"]
         assert kernel_findings and all(f.group == "kernel_code" for f in kernel_findings), kernel_findings

@@ -37,7 +37,7 @@ from grader.render.results import gradescope_results
 from grader.ship.release import find_leaks
 from grader.storage.gradebook import Gradebook
 from grader.storage.roster import read_roster, read_timestamps
-from tests.conftest import FAULTS, ROOT, assignment_of, copy_mini_course
+from tests.conftest import FAULTS, ROOT, assignment_of, copy_course, copy_mini_course
 
 CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 RULE = ("ids are used as folder names and gradebook keys, so use 1 to 64 letters, digits and . _ - @ +, "
@@ -184,12 +184,8 @@ def test_csv_cells_from_text_are_neutralised_and_numbers_stay_numbers(mini_cours
 
 # --------------------------------------------------------------------- release
 def course_copy(tmp_path: Path, assignment: str) -> Path:
-    """assignments/<id>, reference/<id> and kernels/ of the real course, copied."""
-    target = tmp_path / "course"
-    for part in (f"assignments/{assignment}", f"reference/{assignment}", "course_kernels"):
-        shutil.copytree(ROOT / part, target / part, ignore=shutil.ignore_patterns("__pycache__"))
-    shutil.copy(ROOT / "reference" / "__init__.py", target / "reference" / "__init__.py")
-    return target
+    """assignments/<id>, reference/<id> and course_kernels/ of the real course, copied."""
+    return copy_course(tmp_path / "course", (f"assignments/{assignment}", f"reference/{assignment}", "course_kernels"))
 
 
 def release(course: Path, assignment: str, out: Path):

@@ -5,28 +5,19 @@ its speed points stay pending, and its pages say so."""
 from __future__ import annotations
 
 import re
-import shutil
 import time
 
 import pytest
 from serve_client import ServerProcess, job_id, signed_in
 
-from tests.conftest import ROOT
+from tests.conftest import ROOT, copy_course
 
 pytestmark = [pytest.mark.sandbox, pytest.mark.slow]
-COURSE_PARTS = ("assignments", "reference", "course_kernels", "lecture", "course.toml")
 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    course = tmp_path_factory.mktemp("course-serve") / "course"
-    course.mkdir()
-    for part in COURSE_PARTS:
-        source = ROOT / part
-        if source.is_dir():
-            shutil.copytree(source, course / part, ignore=shutil.ignore_patterns("__pycache__", ".grade"))
-        elif source.exists():
-            shutil.copy(source, course / part)
+    course = copy_course(tmp_path_factory.mktemp("course-serve") / "course")
     process = ServerProcess(course, "--jobs", "1", "--assignment", "assignment1", "--assignment", "assignment3")
     yield process
     process.stop()

@@ -26,7 +26,7 @@ from grader.core.course import ENGINE_ROOT, Course, find_course, owner_of_tests
 from grader.core.errors import CourseNotFound, UnknownAssignment
 from grader.core.manifest import load_manifest
 from grader.ship.release import pristine_problems
-from tests.conftest import ROOT, copy_mini_course
+from tests.conftest import ROOT, copy_course, copy_mini_course
 
 GRADE = shutil.which("grade", path=str(Path(sys.executable).parent)) or shutil.which("grade")
 
@@ -118,10 +118,7 @@ def test_plain_pytest_in_the_bundle_runs_the_public_tests(bundle: Path):
 def test_a_solved_real_bundle_is_checked_not_the_installed_course(tmp_path: Path):
     """From an unzipped assignment1 bundle, check grades that bundle: its solved attention.py passes,
     where the installed course's stubs would fail."""
-    course = tmp_path / "course"
-    for part in ("assignments/assignment1", "reference/assignment1", "course_kernels"):
-        shutil.copytree(ROOT / part, course / part, ignore=shutil.ignore_patterns("__pycache__"))
-    shutil.copy(ROOT / "reference" / "__init__.py", course / "reference" / "__init__.py")
+    course = copy_course(tmp_path / "course", ("assignments/assignment1", "reference/assignment1", "course_kernels"))
     bundle = unzipped_release(course, "assignment1", tmp_path)
     shutil.copy(ROOT / "reference" / "assignment1" / "attention.py", bundle / "attention.py")
     done = run([GRADE, "check", "assignment1"], cwd=bundle)

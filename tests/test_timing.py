@@ -127,6 +127,23 @@ def test_the_timed_launch_of_assignment3_computes_what_the_checked_one_does(monk
     assert torch.equal(checked, timed) and not torch.isnan(timed).any()
 
 
+def test_a_task_a_finding_already_zeroes_is_not_timed(tmp_path):
+    """No device time for a kernel that cannot earn a speed point: the timing test is pending, saying why,
+    and nothing is run (the runner would fail the test if it were asked)."""
+    from grader.harness.testing import Check, GradingContext, Pending
+
+    class Refusing:
+        def time_block(self, *args):
+            raise AssertionError("timed a task that earns nothing")
+
+    context = GradingContext(runner=Refusing(), manifest=None, reference={}, timing_device="cpu",
+                             zeroed_tasks=frozenset({"speed"}))
+    with pytest.raises(Pending, match="not timed: a finding of the static check already gives this task no"):
+        Check(context, "test_speed", "speed").time_against("add", add, CASE)
+    with pytest.raises(AssertionError, match="timed a task that earns nothing"):  # another task is timed
+        Check(context, "test_other", "other").time_against("add", add, CASE)
+
+
 def test_a_patched_timer_in_the_student_changes_nothing(tmp_path):
     source = ("import time\n_sleep = time.sleep\n"
               "def add(a, b):\n    time.perf_counter = lambda: 0.0\n    _sleep(0.004)\n    return a + b\n")

@@ -158,6 +158,7 @@ class GradingContext:
     kernel_runner: object | None = None  # the worker of the student's kernels alone (a kernel contract)
     compositions: list[Composition] = field(default_factory=list)  # a task's function from other tasks' ones
     stub_sources: dict[str, str] = field(default_factory=dict)  # the handout's stub files (filename → text)
+    zeroed_tasks: frozenset[str] = frozenset()  # tasks a static finding already gives no points: never timed
 
     def runner_for(self, name: str):
         """Who runs `name`: the kernel worker for a launcher of the kernel contract (grading by
@@ -858,6 +859,9 @@ class Check:
         device = self.context.timing_device
         if device is None:
             self.pending("not timed: no CUDA device")
+        if self.task_id in self.context.zeroed_tasks:  # no speed point to earn: the device's time is not spent
+            self.pending("not timed: a finding of the static check already gives this task no points (the "
+                         "task's reason says which); once it is fixed, the kernel is timed")
         try:
             result = compare_speed(self.context.runner_for(name), name, reference_fn, case, device=device,
                                    seed=self.gen.initial_seed())

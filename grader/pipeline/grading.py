@@ -255,7 +255,7 @@ def grade(assignment: Assignment, submission: Submission, request: GradeRequest 
                                      compositions=load_dependencies(assignment) if official else [],
                                      stub_sources=stub_sources(assignment) if official else {},
                                      device="cuda" if use_gpu else "cpu", hidden=official,
-                                     timing_device=timed_on,
+                                     timing_device=timed_on, zeroed_tasks=frozenset(f.task for f in findings),
                                      kernel_runner=(SandboxRunner(kernels, kernel_worker=True)
                                                     if kernels is not None else None))
             step("running the hidden tests" if official else "running the public tests")
