@@ -30,6 +30,18 @@ def copy_mini_course(target: Path) -> Path:
     return target
 
 
+HANGING_CALL_TIMEOUT_S = 10  # the per-call timeout of a mini course copy whose test hangs by design
+
+
+def shorten_call_timeout(course_root: Path, seconds: int = HANGING_CALL_TIMEOUT_S) -> None:
+    """Set a mini course copy's per-call timeout to `seconds` (from its generous 30 s), for a test whose
+    call hangs by design: the defence is the same, and the suite waits less for it."""
+    manifest = course_root / "assignments" / "mini" / "assignment.toml"
+    text = manifest.read_text()
+    assert text.count("\ncall_timeout_s = 30\n") == 1
+    manifest.write_text(text.replace("\ncall_timeout_s = 30\n", f"\ncall_timeout_s = {seconds}\n"))
+
+
 COURSE_PARTS = ("assignments", "reference", "course_kernels", "lecture", "course.toml")
 
 
