@@ -16,10 +16,11 @@ import pytest
 from grader.core.compat import tomllib
 from grader.core.course import Course
 from grader.core.manifest import load_manifest
-from tests.conftest import FAULTS, FIXTURES, ROOT, copy_mini_course, grade_workspace
+from tests.conftest import FAULTS, FIXTURES, HANGING_CALL_TIMEOUT_S, ROOT, copy_mini_course, grade_workspace
 
 SHORTEST_WAIT_S = 60  # a test may wait less than this for nothing: a timeout, a join, an elapsed-time bound
 SHORTEST_CALL_TIMEOUT_S = 20  # a fixture course's call_timeout_s: a correct call on a busy machine fits
+assert HANGING_CALL_TIMEOUT_S >= SHORTEST_CALL_TIMEOUT_S  # the hanging tests' shorter copies too
 CLOCK_WORDS = ("elapsed", "waited", "took", "duration")
 
 
