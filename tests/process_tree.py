@@ -165,8 +165,12 @@ def grading_in_a_sandbox(tree: TreeRun) -> bool:
 
 
 def sandbox_folders(temp: str | Path) -> list[str]:
-    """The sandbox templates' runtime and slot folders left in the temporary folder `temp`."""
-    return sorted(p.name for p in Path(temp).iterdir() if p.name.startswith(("grade-runtime-", "grade-slot-")))
+    """The sandbox folders (a template's runtime and slot, a worker's, a probe's) left in the temporary
+    folder `temp`."""
+    from grader.sandbox import scratch
+
+    prefixes = tuple(f"grade-{kind}-" for kind in scratch.KINDS)
+    return sorted(p.name for p in Path(temp).iterdir() if p.name.startswith(prefixes))
 
 
 def stop_and_check(tree: TreeRun, signum: int, *, group: bool) -> str:
@@ -180,7 +184,8 @@ def stop_and_check(tree: TreeRun, signum: int, *, group: bool) -> str:
     assert code == expected, (code, tree.stderr()[-3000:])
     tree.wait_for(lambda: not tree.processes(), GONE_BOUND_S, "every process of the command's tree to end")
     if tree.temp is not None:
-        assert sandbox_folders(tree.temp) == []
+        left = sandbox_folders(tree.temp)
+        assert left == [], f"sandbox folders left in {tree.temp}: {left}"
     return tree.stderr()
 
 

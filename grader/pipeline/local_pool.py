@@ -13,7 +13,8 @@ Nothing outlives the command that started the pool:
   process group; the parent then ends the workers), and on SIGTERM it unwinds the job it
   is running (its sandbox is closed on the way out) and exits;
 - `shutdown(cancel=True)` and `stop_every_pool()` (what a command calls when it is
-  stopped by a signal) end every worker: SIGTERM, STOP_GRACE_S to unwind, then SIGKILL.
+  stopped by a signal) end every worker: SIGTERM, STOP_GRACE_S to unwind, then SIGKILL;
+  then they remove the sandbox folders each worker left (grader.sandbox.scratch).
   A worker's sandbox supervisors end their trees when it dies (their lifeline closes),
   and the forkserver exits once no worker is left;
 - a worker watches the process that started the pool and ends itself when that process
@@ -36,6 +37,7 @@ from concurrent.futures.process import BrokenProcessPool
 from grader.core.assignment import Assignment
 from grader.pipeline.executor import ExecutorBroken
 from grader.pipeline.jobs import GradingJob, JobResult, run_job, warm_process
+from grader.sandbox import scratch
 from grader.sandbox.template import Zygote
 
 STOP_GRACE_S = 5.0  # a stopped worker's time to close its sandbox before it is killed
@@ -125,7 +127,8 @@ def run_in_worker(job: GradingJob) -> JobResult:
 # ------------------------------------------------------------------ in the parent
 def end_processes(processes: list, grace_s: float = STOP_GRACE_S, polite_s: float = 0.0) -> None:
     """Give the processes `polite_s` to exit by themselves (an idle worker told to stop), then SIGTERM each
-    live one, give them `grace_s` together to exit, then SIGKILL what is left."""
+    live one, give them `grace_s` together to exit, then SIGKILL what is left; last, remove the sandbox
+    folders each left (one killed, or stopped while it made a template, could not)."""
     polite = time.monotonic() + polite_s
     for process in processes:
         if process.pid and polite_s > 0:
@@ -146,6 +149,9 @@ def end_processes(processes: list, grace_s: float = STOP_GRACE_S, polite_s: floa
             except (ProcessLookupError, PermissionError):
                 pass
             process.join(grace_s)
+    for process in processes:
+        if process.pid and process.exitcode is not None:
+            scratch.remove_left_by(process.pid)
 
 
 def _workers(pool: ProcessPoolExecutor) -> list:

@@ -22,7 +22,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -30,7 +29,7 @@ from pathlib import Path
 
 import torch
 
-from grader.sandbox import isolation, namespaces, protocol, uids
+from grader.sandbox import isolation, namespaces, protocol, scratch, uids
 from grader.sandbox.facts import CallFacts
 from grader.sandbox.isolation import Isolation
 from grader.sandbox.layers import WorkerSpec
@@ -131,7 +130,7 @@ class Sandbox:
         self._awaiting_hello = False
         self._worker_pid: int | None = None
         slots = str(self._nested.slot_root) if self._nested is not None else None
-        self._root = tempfile.mkdtemp(prefix="grade-sandbox-", dir=slots)
+        self._root = str(scratch.make("sandbox", slots))
         os.chmod(self._root, 0o711)  # the worker's uid may pass through, not list
         self._runtime: Path | None = None
         self._output_path = os.path.join(self._root, "student-output.log")

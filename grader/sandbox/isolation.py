@@ -30,11 +30,10 @@ import shutil
 import subprocess
 import sys
 import sysconfig
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from grader.sandbox import landlock, namespaces, seccomp_filter, uids
+from grader.sandbox import landlock, namespaces, scratch, seccomp_filter, uids
 from grader.sandbox.limits import WORKER_TORCH_THREADS
 
 SANDBOX_PACKAGE = Path(__file__).resolve().parent  # .../grader/sandbox
@@ -376,7 +375,7 @@ def nested_namespaces(as_uid: int | None) -> str:
 
 
 def _run_nested_probe(as_uid: int | None) -> str:
-    folder = Path(tempfile.mkdtemp(prefix="grade-probe-"))
+    folder = scratch.make("probe")
     try:
         folder.chmod(0o755)
         runtime = build_runtime(folder / "runtime")

@@ -20,11 +20,10 @@ import shutil
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
-from grader.sandbox import isolation, uids
+from grader.sandbox import isolation, scratch, uids
 from grader.sandbox.limits import SandboxLimits
 from grader.sandbox.supervisor import descendants
 from grader.sandbox.worker_status import STOP_TIMEOUT_S, host_pid_below, ns_pids
@@ -46,7 +45,7 @@ class Zygote:
         self.namespaced = namespaced
         self.slot: uids.UidSlot | None = None
         self.slot_root: Path | None = None
-        self.runtime = isolation.build_runtime(Path(tempfile.mkdtemp(prefix="grade-runtime-")))
+        self.runtime = isolation.build_runtime(scratch.make("runtime"))
         self.runtime.chmod(0o755)
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         runtime = isolation.RUNTIME_MOUNT if namespaced else str(self.runtime)
@@ -61,7 +60,7 @@ class Zygote:
                     self.slot = uids.claim(uid_range)
                 except (OSError, RuntimeError):
                     self.slot = None
-            self.slot_root = Path(tempfile.mkdtemp(prefix="grade-slot-"))
+            self.slot_root = scratch.make("slot")
             self.slot_root.chmod(0o711)  # the slot's uid may pass through to its workdirs, not list them
             tmp_size = SandboxLimits().write_budget_mb << 20  # the template's own /tmp: each worker gets a fresh one
             command = isolation.template_bwrap_command(str(self.slot_root), str(self.runtime), use_gpu,
@@ -178,9 +177,12 @@ class Zygote:
 
     @classmethod
     def close_all(cls) -> None:
+        """Close this process's templates, then remove any folder this process made for one and did not
+        close (a template it was still making when it was stopped)."""
         for zygote in cls._running.values():
             zygote.close()
         cls._running.clear()
+        scratch.remove_left_by(os.getpid())
 
 
 _exit_hook_pid: int | None = None  # the process whose multiprocessing exit hook closes its templates
