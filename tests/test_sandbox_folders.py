@@ -38,6 +38,14 @@ def temp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     yield folder
 
 
+def _start(target) -> tuple[multiprocessing.Process, object]:
+    """A forked child running `target(signal_event)`, started, with the event it sets."""
+    event = FORK.Event()
+    child = FORK.Process(target=target, args=(event,))
+    child.start()
+    return child, event
+
+
 def _make_a_template_then_hang(ready) -> None:
     signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a worker that does not stop within the grace
     Zygote.shared(False, namespaced=False, uid_range=None)
@@ -46,11 +54,9 @@ def _make_a_template_then_hang(ready) -> None:
 
 
 def test_the_pool_removes_what_a_worker_it_killed_left(temp: Path):
-    ready = FORK.Event()
-    worker = FORK.Process(target=_make_a_template_then_hang, args=(ready,))
-    worker.start()
+    worker, ready = _start(_make_a_template_then_hang)
     assert ready.wait(120), "the child did not make its template"
-    made = sorted(p.name for p in scratch.left_by(worker.pid))
+    made = [p.name for p in scratch.left_by(worker.pid)]
     assert any(name.startswith(f"grade-runtime-{worker.pid}-") for name in made), made
     end_processes([worker], grace_s=1.0)
     assert worker.exitcode == -signal.SIGKILL
@@ -65,9 +71,7 @@ def _half_make_a_template_then_stop(done) -> None:
 
 
 def test_a_worker_stopped_while_it_makes_a_template_leaves_no_folder(temp: Path):
-    done = FORK.Event()
-    worker = FORK.Process(target=_half_make_a_template_then_stop, args=(done,))
-    worker.start()
+    worker, done = _start(_half_make_a_template_then_stop)
     worker.join(120)
     assert done.is_set() and worker.exitcode == 0
     assert sorted(p.name for p in temp.iterdir()) == []
