@@ -232,10 +232,10 @@ def test_a_bubblewrap_worker_forks_from_its_slots_template_with_namespaces_of_it
     assert all(wait_gone(pid, time.monotonic()) for pid in spawned)  # gone when the sandbox stopped, not later
 
 
-def _python_under_tmp() -> set[str]:
+def _python_under_tmp(*bound: str) -> set[str]:
     """What a worker's fresh /tmp holds: the first folder of each Python root bound below /tmp (an
-    interpreter in a virtual environment there), nothing else."""
-    return {Path(root).relative_to("/tmp").parts[0] for root in isolation.python_roots()
+    interpreter in a virtual environment there) and of each other folder in `bound`, nothing else."""
+    return {Path(root).relative_to("/tmp").parts[0] for root in (*isolation.python_roots(), *bound)
             if root.startswith("/tmp/")}
 
 
@@ -276,7 +276,7 @@ def test_a_fresh_tmp_keeps_the_read_only_folders_bubblewrap_bound_below_it(tmp_p
             pytest.skip(f"no namespaces nested in bubblewrap here: {done.stderr.strip()[-200:]}")
         assert done.returncode == 0, done.stderr
         seen = ast.literal_eval(done.stdout.strip())
-        assert seen == {"tmp": sorted({tmp_path.name} | _python_under_tmp()),
+        assert seen == {"tmp": sorted({tmp_path.name} | _python_under_tmp(str(ROOT))),  # a checkout under /tmp too
                         "kept": "the interpreter's files", "write": errno.EROFS}
     finally:
         shutil.rmtree(kept.parent)

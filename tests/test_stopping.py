@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import shutil
 import signal
+import sys
+import types
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -78,6 +80,19 @@ def test_batch_stops_keeps_what_it_recorded_and_leaves_no_process(tmp_path: Path
 
     with Gradebook(gradebook) as book:  # whatever was recorded is whole; a rerun grades the rest
         assert len(book.latest("mini")) < 6 and book.count("batch_errors") == 0
+
+
+def test_a_signal_while_the_pool_module_is_still_imported_stops_the_command_cleanly(monkeypatch: pytest.MonkeyPatch):
+    """A command stopped while it imports grader.pipeline.local_pool (the module is in sys.modules, half
+    made) raises Stopped, not an AttributeError from the signal handler (it printed a traceback)."""
+    from grader.cli.main import Stopped, _stop
+
+    half_made = types.ModuleType("grader.pipeline.local_pool")  # what an import cut short leaves there
+    monkeypatch.setitem(sys.modules, "grader.pipeline.local_pool", half_made)
+    monkeypatch.setattr(_stop, "requested", False)
+    with pytest.raises(Stopped) as stopped:
+        _stop(signal.SIGTERM, None)
+    assert stopped.value.signum == signal.SIGTERM
 
 
 @pytest.mark.sandbox

@@ -68,9 +68,11 @@ class StoppedBySignal(click.ClickException):
 
 
 def _end_pools() -> None:
-    pools = sys.modules.get("grader.pipeline.local_pool")  # none imported: no pool to end
-    if pools is not None:
-        pools.stop_every_pool()
+    """End every grading pool of this process. None imported, or a signal that came while it was still
+    being imported (a half-made module): no pool exists yet, and there is nothing to end."""
+    stop_every_pool = getattr(sys.modules.get("grader.pipeline.local_pool"), "stop_every_pool", None)
+    if stop_every_pool is not None:
+        stop_every_pool()
 
 
 def _stop(signum: int, _frame) -> None:
