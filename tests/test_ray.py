@@ -18,6 +18,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 from importlib.util import find_spec
 from pathlib import Path
 
@@ -25,6 +26,7 @@ import class_builder
 import pytest
 from class_builder import ASSIGNMENT, BY_ID, build_class, grade_or_exit
 from click.testing import CliRunner
+from process_tree import open_temp, sandbox_folders
 
 from grader.cli.main import main
 from grader.pipeline.batch import GradingJob, run_batch, student_seed
@@ -45,13 +47,23 @@ def invoke(*args: str):
 
 
 @pytest.fixture(scope="module")
-def ray_cluster():
-    """A Ray instance on this machine with two CPU slots; the executor joins it as it finds it."""
+def actors_temp():
+    """The temporary folder of the module's Ray actors, checked for sandbox folders they left."""
+    folder = open_temp()
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def ray_cluster(actors_temp: Path):
+    """A Ray instance on this machine with two CPU slots, whose workers use `actors_temp` as their
+    temporary folder; the executor joins it as it finds it."""
     if not HAS_RAY:
         pytest.skip('Ray is not installed (pip install -e ".[ray]")')
     import ray
 
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR)
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR,
+             runtime_env={"env_vars": {"TMPDIR": str(actors_temp)}})
     yield ray
     ray.shutdown()
 
@@ -118,6 +130,13 @@ def test_ray_gives_exactly_the_records_the_local_pool_gives(two_runs):
 @pytest.mark.ray
 @pytest.mark.sandbox
 @pytest.mark.slow
+def test_the_actors_leave_no_sandbox_folder(ray_cluster, two_runs, actors_temp: Path):
+    """ray.kill skips every exit hook: the executor has each actor close its templates before it ends it,
+    and removes what an actor on this machine left once its process is gone."""
+    assert ray_cluster.get(ray_cluster.remote(tempfile.gettempdir).remote()) == str(actors_temp)  # where they made them
+    assert sandbox_folders(actors_temp) == []
+
+
 def test_a_second_ray_run_skips_everything(two_runs):
     root, course, submissions, node_course, _, _ = two_runs
     before = records(root / "ray.sqlite")
@@ -153,7 +172,7 @@ def test_a_node_with_another_copy_of_the_hidden_tests_grades_nobody(two_runs, tm
 @pytest.mark.ray
 @pytest.mark.sandbox
 @pytest.mark.slow
-def test_an_actor_killed_by_one_job_costs_only_that_student(ray_cluster, tmp_path: Path):
+def test_an_actor_killed_by_one_job_costs_only_that_student(ray_cluster, actors_temp: Path, tmp_path: Path):
     from ray import cloudpickle
 
     from grader.pipeline.ray_executor import GradingActor, RayExecutor
@@ -209,6 +228,7 @@ def test_an_actor_killed_by_one_job_costs_only_that_student(ray_cluster, tmp_pat
     assert sorted(executor.submitted[:3]) == ["s01", "s03", "s05"]
     assert executor.submitted[3:] == ["s01", "s03", "s03", "s05"]
     assert executor.restarts == 3
+    assert sandbox_folders(actors_temp) == []  # the killed actors' folders too
 
 
 @pytest.mark.slow

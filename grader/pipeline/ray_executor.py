@@ -46,6 +46,11 @@ What differs, and why:
   run "alone" really is alone) and replaces them and the dead ones. Ray itself
   never restarts an actor or retries a task (`max_restarts=0`,
   `max_task_retries=0`): retrying is the batch's decision.
+- **Ending an actor leaves nothing.** `ray.kill` skips every exit hook, so an
+  actor idle or still starting is first asked to close its sandbox templates;
+  then it is killed, and for an actor on the driver's machine (a dead one too)
+  whatever it left in its temporary folder is removed once its process is gone
+  (grader.sandbox.scratch: each folder is named after the process that made it).
 """
 
 from __future__ import annotations
@@ -58,7 +63,7 @@ import threading
 import time
 from collections import deque
 from concurrent.futures import Future, wait
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from grader.core.assignment import Assignment
@@ -71,12 +76,15 @@ from grader.core.text import one_line
 from grader.intake.submission import Submission, load_submission
 from grader.pipeline.executor import ExecutorBroken
 from grader.pipeline.jobs import GradingJob, JobResult, describe_failure, run_job, warm_process
+from grader.sandbox import scratch
 from grader.sandbox.isolation import SandboxSwitches
+from grader.sandbox.template import Zygote
 
 RAY_EXTRA = 'pip install -e ".[ray]"'
 START_TIMEOUT_S = 600.0  # for the first actor: imports, and on an autoscaling cluster a new node
 START_GRACE_S = 60.0  # once one actor is ready, how long the others may take before they are given up
 POLL_S = 0.2  # how often the collector looks for jobs handed over while it waited
+CLOSE_TIMEOUT_S = 10.0  # an actor's time to close its templates, then to be gone once killed
 
 
 def _import_ray():
@@ -153,16 +161,22 @@ class GradingActor:
         from grader.pipeline.policy import host_isolation, refusal
 
         node = socket.gethostname()
+        here = {"node": node, "pid": os.getpid(), "temp": tempfile.gettempdir()}  # where its folders are
         if self.assignment is None:
-            return {"node": node, "problem": f"node {node}: the course at {self.course_root} cannot grade "
-                                             f"({self.problem})"}
+            return {**here, "problem": f"node {node}: the course at {self.course_root} cannot grade "
+                                       f"({self.problem})"}
         try:
             settings = self.assignment.settings.sandbox
             isolation = host_isolation(settings.uid_range, self.assignment.switches)
-            return {"node": node, "fingerprint": node_digests(self.assignment),
+            return {**here, "fingerprint": node_digests(self.assignment),
                     "level": isolation.level, "refusal": refusal(isolation, settings)}
         except Exception as exc:  # reported to the driver, which stops the batch with it
-            return {"node": node, "problem": f"node {node}: {describe_failure(exc)}"}
+            return {**here, "problem": f"node {node}: {describe_failure(exc)}"}
+
+    def close(self) -> None:
+        """Close this actor's sandbox templates: the driver asks before it ends the actor (ray.kill skips
+        every exit hook)."""
+        Zygote.close_all()
 
     def grade(self, job: GradingJob, submission: Submission, with_report: bool) -> JobResult:
         """The job's result and, when `with_report`, the student's HTML report as text (the driver writes it)."""
@@ -180,6 +194,8 @@ class _Slot:
 
     handle: object
     node: str = ""
+    pid: int | None = None  # the actor's process on its node, and its temporary folder there
+    temp: str = ""
     job: GradingJob | None = None
     ref: object = None  # the ObjectRef of the job's JobResult
     future: Future | None = None
@@ -281,6 +297,7 @@ class RayExecutor:
                    for _ in range(count)]
         waiting = {h.describe.remote(): h for h in handles}
         ready: list[_Slot] = []
+        reported: list[_Slot] = []  # every actor that answered, ready or not: ended as a slot if given up
         started = time.monotonic()
         first_ready: float | None = None
         try:
@@ -298,13 +315,15 @@ class RayExecutor:
                     except self.ray.exceptions.RayError as exc:
                         raise GraderError(f"a grading actor could not start on the Ray cluster (is the grader "
                                           f"installed on every node?): {one_line(str(exc), 400)}") from exc
+                    slot = _Slot(handle, report.get("node", ""), report.get("pid"), report.get("temp", ""))
+                    reported.append(slot)
                     node = self._check(report)
                     self.nodes.add(node)
-                    ready.append(_Slot(handle, node))
+                    ready.append(slot)
                     first_ready = first_ready or time.monotonic()
-        except BaseException:
-            for handle in handles:
-                self._kill(handle)
+        except BaseException:  # every actor started here ends, closing its templates (one still starting too)
+            answered = {id(slot.handle) for slot in reported}
+            self._end_actors(reported + [_Slot(handle) for handle in handles if id(handle) not in answered])
             raise
         for handle in waiting.values():  # no room for them on the cluster (yet): given up
             self._kill(handle)
@@ -314,6 +333,26 @@ class RayExecutor:
                               f"each needs {resource} slot; is the cluster up and does it have room?")
         with self._lock:
             self._slots.extend(ready)
+
+    def _end_actors(self, slots: list[_Slot]) -> None:
+        """End these actors (dead ones included): an idle one, or one still starting, first closes its
+        sandbox templates, since ray.kill skips every exit hook; then each live one is killed, and what
+        one on this machine left in its temporary folder is removed once its process is gone
+        (grader.sandbox.scratch)."""
+        idle = [slot for slot in slots if not slot.dead and slot.job is None]
+        if idle:
+            try:
+                self.ray.wait([slot.handle.close.remote() for slot in idle], num_returns=len(idle),
+                              timeout=CLOSE_TIMEOUT_S)
+            except Exception:  # an actor that cannot close is killed all the same
+                pass
+        for slot in slots:
+            if not slot.dead:
+                self._kill(slot.handle)
+        here = socket.gethostname()
+        for slot in slots:
+            if slot.pid is not None and slot.node == here and scratch.gone(slot.pid, CLOSE_TIMEOUT_S):
+                scratch.remove_left_by(slot.pid, slot.temp or None)
 
     def _kill(self, handle) -> None:
         try:
@@ -431,17 +470,17 @@ class RayExecutor:
         with self._lock:
             given_up += [q.future for q in self._queue]
             self._queue.clear()
-            keep = []
+            keep, ending = [], []
             for slot in self._slots:
                 if slot.job is None and not slot.dead:
                     keep.append(slot)
                     continue
                 if slot.future is not None:
                     given_up.append(slot.future)
-                if not slot.dead:
-                    self._kill(slot.handle)
+                ending.append(replace(slot))  # as it stands, for _end_actors once the lock is released
                 slot.job, slot.ref, slot.future, slot.dead = None, None, None, True
             self._slots = keep
+        self._end_actors(ending)
         for future in given_up:
             if not future.done():
                 future.set_exception(ExecutorBroken("given up after a grading actor died"))
@@ -464,10 +503,8 @@ class RayExecutor:
         with self._lock:
             pending = [q.future for q in self._queue] + [s.future for s in self._slots if s.future is not None]
             self._queue.clear()
-            for slot in self._slots:
-                if not slot.dead:
-                    self._kill(slot.handle)
-            self._slots = []
+            ending, self._slots = self._slots, []
+        self._end_actors(ending)
         for future in pending:
             if not future.cancel() and not future.done():  # a running one cannot be cancelled: it fails
                 future.set_exception(ExecutorBroken("the executor was shut down"))
