@@ -352,7 +352,7 @@ class RayExecutor:
         here = socket.gethostname()
         for slot in slots:
             if slot.pid is not None and slot.node == here and scratch.gone(slot.pid, CLOSE_TIMEOUT_S):
-                scratch.remove_left_by(slot.pid, slot.temp or None)
+                scratch.remove_left_by(slot.pid, slot.temp)
 
     def _kill(self, handle) -> None:
         try:

@@ -177,8 +177,9 @@ class Zygote:
 
     @classmethod
     def close_all(cls) -> None:
-        """Close this process's templates, then remove any folder this process made for one and did not
-        close (a template it was still making when it was stopped)."""
+        """Close this process's templates, then remove every sandbox folder this process made and has not
+        removed (a template it was still making when it was stopped, a worker's it was running). Called
+        only as the process ends, or as a Ray actor is about to be ended."""
         for zygote in cls._running.values():
             zygote.close()
         cls._running.clear()
