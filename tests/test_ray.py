@@ -137,6 +137,10 @@ def test_the_actors_leave_no_sandbox_folder(ray_cluster, two_runs, actors_temp: 
     assert sandbox_folders(actors_temp) == []
 
 
+@needs_ray
+@pytest.mark.ray
+@pytest.mark.sandbox
+@pytest.mark.slow
 def test_a_second_ray_run_skips_everything(two_runs):
     root, course, submissions, node_course, _, _ = two_runs
     before = records(root / "ray.sqlite")
