@@ -131,3 +131,29 @@ def test_the_lane_guard_notes_a_subprocess_the_suite_starts_and_not_one_a_librar
     assert noted[before:] == []
     subprocess.run(["true"], check=True)
     assert noted[before:] == ["a subprocess"]
+
+
+def test_the_grader_side_of_a_suite_computes_on_a_workers_threads(tmp_path: Path):
+    """While a suite runs, torch in the grader's process computes on WORKER_TORCH_THREADS, as a sandbox
+    worker does (idle threads of gradings side by side spin on the same cores: grader.harness.threads);
+    the process's own setting is back afterwards."""
+    import torch
+
+    from grader.sandbox.limits import WORKER_TORCH_THREADS
+    from tests.conftest import hidden_outcomes
+
+    course = copy_mini_course(tmp_path / "course")
+    (course / "reference" / "mini" / "tests" / "test_threads.py").write_text(
+        "import pytest\nimport torch\n\n\n@pytest.mark.task('double')\ndef test_threads(check):\n"
+        f"    assert torch.get_num_threads() == {WORKER_TORCH_THREADS}, torch.get_num_threads()\n")
+    own = WORKER_TORCH_THREADS + 2  # a setting of the process's own, not the grader's
+    before = torch.get_num_threads()
+    torch.set_num_threads(own)
+    try:
+        outcomes = hidden_outcomes(course, "mini", "double", course / "reference" / "mini", seed=1)
+        after = torch.get_num_threads()
+    finally:
+        torch.set_num_threads(before)
+    threads = next(o for o in outcomes if o.name.endswith("test_threads"))
+    assert threads.status == "passed", threads.message
+    assert after == own

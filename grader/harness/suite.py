@@ -22,6 +22,7 @@ from grader.core.manifest import Manifest
 from grader.core.records import FAILED, PASSED, PENDING, TestOutcome
 from grader.harness.pytest_plugin import CONTEXT_KEY, task_of
 from grader.harness.testing import GradingContext, Pending, StudentProblem
+from grader.harness.threads import torch_threads
 
 
 def _outcome_name(nodeid: str) -> str:
@@ -157,7 +158,8 @@ def run_suite(tests_dir: Path, context: GradingContext, *, visibility: str = "hi
     `order`: outcome names (`file stem::test[params]`) to run first, in that order (the others
     follow as collected); grades must not depend on it, and tests prove that they do not."""
     collector = _Collector(context, visibility, only_task, order)
-    _run_pytest(tests_dir, collector)
+    with torch_threads():  # the grader's side computes as a worker does (grader.harness.threads)
+        _run_pytest(tests_dir, collector)
     return collector.outcomes, collector.collection_errors
 
 

@@ -48,6 +48,7 @@ import torch
 
 from grader.core.tolerances import tolerance_for
 from grader.harness.device_lock import device_lock
+from grader.harness.threads import torch_threads
 from grader.sandbox.limits import WORKER_TORCH_THREADS
 from grader.sandbox.timer import PoolSpec, inputs_at, make_pool, pool_size, random_offsets, run_block
 
@@ -159,16 +160,12 @@ class SpeedResult:
 def _threads_like_the_worker(device: str):
     """On the CPU the reference runs on as many threads as a worker (WORKER_TORCH_THREADS, one):
     the same work per call on both sides, and no idle thread pool for a loaded machine to
-    stall (spinning barriers of a second thread multiplied the reference's time under load)."""
+    stall (grader.harness.threads)."""
     if device.startswith("cuda"):
         yield
         return
-    before = torch.get_num_threads()
-    torch.set_num_threads(WORKER_TORCH_THREADS)
-    try:
+    with torch_threads(WORKER_TORCH_THREADS):
         yield
-    finally:
-        torch.set_num_threads(before)
 
 
 class TimingFailed(Exception):
