@@ -11,11 +11,19 @@ from pathlib import Path
 import pytest
 import torch
 
+from grader.sandbox.limits import WORKER_TORCH_THREADS
+
 # Triton reads TRITON_INTERPRET when triton.language is first imported (its own helpers are
 # kernels too): without a GPU, every kernel this process defines must be an interpreted one,
 # whichever test imports Triton first.
 if not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")
+
+# The suite's processes run side by side, as a grading pool's do, so each computes on a sandbox
+# worker's threads (grader.harness.threads): the test processes, and every process they start
+# (set before pytest-xdist starts its workers, which read it as torch loads).
+os.environ["OMP_NUM_THREADS"] = os.environ["MKL_NUM_THREADS"] = str(WORKER_TORCH_THREADS)
+torch.set_num_threads(WORKER_TORCH_THREADS)  # this process loaded torch before reading this file
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "fixtures"
