@@ -573,11 +573,20 @@ def test_kernel_tasks_earn_only_what_the_grader_launched(tmp_path, course_copy: 
     assert elapsed < 600
 
 
+# Where bubblewrap starts every worker (a GPU host's path) the kernel worker is started from scratch: one
+# attack that the static check refuses (its payload still runs in the interpreter, as every zeroed task's
+# tests run) and one that only launching the kernel into the grader's buffers defeats. The other kernels
+# that reach Python differ only in what the trusted side's static check resolves, which is the same
+# however the worker starts; they run at both levels above.
+KERNEL_ATTACKS_WITHOUT_TEMPLATE = ("kernel_body_execs_through_tl_math_core",
+                                   "torch_in_a_thread_beside_a_trivial_kernel")
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("level", ["bubblewrap"], indirect=True)
-@pytest.mark.parametrize("name", sorted(FINDING_WORDS))
-def test_kernels_reaching_python_where_bubblewrap_starts_every_worker(tmp_path, course_copy: Course, level: str,
-                                                                      name: str, monkeypatch) -> None:
-    """The kernels that reach Python, with a bubblewrap sandbox started for every worker (no template)."""
+@pytest.mark.parametrize("name", KERNEL_ATTACKS_WITHOUT_TEMPLATE)
+def test_kernel_attacks_where_bubblewrap_starts_every_worker(tmp_path, course_copy: Course, level: str,
+                                                             name: str, monkeypatch) -> None:
+    """Kernel attacks with a bubblewrap sandbox started for every worker (no template)."""
     monkeypatch.setenv("GRADE_NO_ZYGOTE", "1")
     test_kernel_tasks_earn_only_what_the_grader_launched(tmp_path, course_copy, level, name)
