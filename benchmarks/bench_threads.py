@@ -32,10 +32,10 @@ ROOT = Path(__file__).resolve().parent.parent
 MODES = ("default threads", "one thread")
 
 
-def _busy_jiffies() -> tuple[int, int]:
+def _busy_s() -> float:
+    """The machine's CPU seconds spent busy since boot (every core; idle and I/O wait left out)."""
     fields = [int(x) for x in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
-    idle = fields[3] + fields[4]
-    return sum(fields) - idle, sum(fields)
+    return (sum(fields) - fields[3] - fields[4]) / os.sysconf("SC_CLK_TCK")
 
 
 def child(mode: str, gradings: int) -> None:
@@ -57,17 +57,15 @@ def child(mode: str, gradings: int) -> None:
 
 def pair(mode: str, gradings: int) -> tuple[float, float]:
     """Two child processes side by side: (wall s, machine CPU s)."""
-    hz = os.sysconf("SC_CLK_TCK")
-    busy0, _ = _busy_jiffies()
-    started = time.perf_counter()
     env = {**os.environ, **({} if shutil.which("nvidia-smi") else {"TRITON_INTERPRET": "1"})}  # as `grade` sets it
+    busy = _busy_s()
+    started = time.perf_counter()
     children = [subprocess.Popen([sys.executable, __file__, "--child", mode, "--gradings", str(gradings)],
                                  cwd=ROOT, env=env) for _ in range(2)]
     if any(c.wait() != 0 for c in children):
         raise SystemExit(f"a child failed in mode {mode!r}")
     wall = time.perf_counter() - started
-    busy1, _ = _busy_jiffies()
-    return wall, (busy1 - busy0) / hz
+    return wall, _busy_s() - busy
 
 
 def main() -> None:
